@@ -1,0 +1,1 @@
+"""advisor: recommendations from measured labctl trials."""

@@ -1,0 +1,163 @@
+"""The labctl command line: a thin Typer face over the library API."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import LabError, ProfileError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="QEMU/KVM lab automation and virtio-net tuning advisor.")
+
+
+def _print_json(data) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def _overrides(sets: list[str] | None) -> dict:
+    from .knobs import parse_assignment
+
+    return dict(parse_assignment(text) for text in sets or [])
+
+
+@app.command()
+def validate(files: List[Path] = typer.Argument(..., help="lab profiles (YAML)")) -> None:
+    """Check profiles: prints `FILE: ok` or one line per problem (exit 2)."""
+    from .profiles import load_profile
+
+    failed = False
+    for path in files:
+        try:
+            loaded = load_profile(path)
+        except ProfileError as exc:
+            failed = True
+            for problem in exc.problems:
+                typer.echo(problem.render(str(path)), err=True)
+            continue
+        for warning in loaded.warnings:
+            typer.echo(warning.render(str(path)), err=True)
+        typer.echo(f"{path}: ok")
+    if failed:
+        raise typer.Exit(2)
+
+
+@app.command()
+def render(file: Path, uri: Optional[str] = typer.Option(None, help="libvirt URI (default: the profile's)"),
+           set_: Optional[List[str]] = typer.Option(None, "--set", help="KNOB=VALUE, repeatable")) -> None:
+    """Print the libvirt domain XML for a profile."""
+    from .lab import render_profile
+    from .profiles import load_profile
+
+    loaded = load_profile(file, _overrides(set_))
+    typer.echo(render_profile(loaded.profile, uri), nl=False)
+
+
+@app.command()
+def up(file: Path, uri: Optional[str] = typer.Option(None, help="libvirt URI (default: the profile's)"),
+       as_json: bool = typer.Option(False, "--json", help="print one JSON document")) -> None:
+    """Define and start the profile's guest."""
+    from .lab import up as lab_up
+    from .profiles import load_profile
+
+    result = lab_up(load_profile(file), uri)
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"{result.domain}: {result.state} on {result.uri} (domain type {result.domain_type})")
+
+
+@app.command()
+def down(target: str = typer.Argument(..., help="profile file or lab name"),
+         uri: Optional[str] = typer.Option(None, help="libvirt URI, if the state file is gone")) -> None:
+    """Remove everything labctl created for a lab; a second call is a no-op."""
+    from .lab import down as lab_down, lab_name_of
+
+    name = lab_name_of(target)
+    if uri is None and target.endswith((".yaml", ".yml")):
+        from .profiles import load_profile
+
+        profile = load_profile(target).profile
+        uri = profile.libvirt_uri if profile.backend == "libvirt" else None
+    removed = lab_down(name, uri)
+    typer.echo(f"{name}: removed {len(removed)} resources" if removed else f"{name}: nothing to remove")
+
+
+@app.command()
+def status(uri: Optional[str] = typer.Option(None, help="also list labctl domains on this URI"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the labs labctl has up."""
+    from .lab import status as lab_status
+
+    labs = lab_status(uri)
+    if as_json:
+        _print_json({"labs": labs})
+        return
+    if not labs:
+        typer.echo("no labs are up")
+    for lab in labs:
+        typer.echo(f"{lab['name']}: {lab['state']} ({lab['uri']}, {len(lab['resources'])} resources)")
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Report what this host can do: CPUs, NUMA, hugepages, KVM, versions, lab backends."""
+    from .host import gather
+
+    facts = gather()
+    if as_json:
+        _print_json(facts.to_dict())
+        return
+    from .cpuset import format_cpuset
+
+    typer.echo(f"cpu:        {facts.cpu_model}, {len(facts.cpus)} online ({format_cpuset(facts.cpus)})")
+    typer.echo("numa:       " + "; ".join(f"node{n}: {format_cpuset(c)}" for n, c in facts.numa_nodes.items()))
+    typer.echo(f"isolated:   {format_cpuset(facts.isolated) if facts.isolated else 'none'}")
+    typer.echo("hugepages:  " + ", ".join(f"{p.size_kib // 1024} MiB x {p.total} ({p.free} free)" for p in facts.hugepages))
+    typer.echo(f"kvm:        {'usable' if facts.kvm.usable else 'not usable'}: {facts.kvm.reason} -> {facts.kvm.accel}")
+    typer.echo(f"kernel:     {facts.kernel}")
+    for name, version in facts.versions.items():
+        typer.echo(f"{name + ':':<11} {version or 'not installed'}")
+    for name, text in facts.backends.items():
+        typer.echo(f"lab {name + ':':<7} {text}")
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run one command; LabErrors become one line and their exit code. Never prints a traceback."""
+    try:
+        code = app(args=argv, prog_name="labctl", standalone_mode=False)
+    except LabError as exc:
+        typer.echo(str(exc) if ": " in str(exc) else f"labctl: {exc}", err=True)
+        return exc.exit_code
+    except (typer.Exit, SystemExit) as exc:
+        code = getattr(exc, "exit_code", getattr(exc, "code", 0))
+        return code if isinstance(code, int) else 1
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("labctl: interrupted", err=True)
+        return 130
+    except Exception as exc:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        if os.environ.get("LABCTL_DEBUG"):
+            raise
+        typer.echo(f"labctl: internal error: {type(exc).__name__}: {exc} (LABCTL_DEBUG=1 shows the traceback)", err=True)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()
