@@ -143,11 +143,9 @@ def run(argv: list[str] | None = None) -> int:
         typer.echo("labctl: interrupted", err=True)
         return 130
     except Exception as exc:  # click usage errors and anything unexpected
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
+        if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):
+            exc.show()  # usage errors: click's message, exit 2
+            return getattr(exc, "exit_code", 2)
         if os.environ.get("LABCTL_DEBUG"):
             raise
         typer.echo(f"labctl: internal error: {type(exc).__name__}: {exc} (LABCTL_DEBUG=1 shows the traceback)", err=True)

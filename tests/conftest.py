@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOMAINS = ROOT / "domains"
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    """Every test gets its own state, run and log directories."""
+    monkeypatch.setenv("LABCTL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LABCTL_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("LABCTL_LOG_DIR", str(tmp_path / "log"))
+    yield
+
+
+@pytest.fixture
+def write_profile(tmp_path):
+    def write(text: str, name: str = "p.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run labctl in-process; returns (exit code, stdout, stderr)."""
+    from labctl.cli import run
+
+    def invoke(*args: str):
+        code = run(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return invoke
+
+
+def shipped_profiles() -> list[Path]:
+    return sorted(DOMAINS.glob("*.yaml"))
+
+
+CPUS = frozenset({0, 1})
+os.environ.setdefault("LABCTL_TEST", "1")

@@ -1,0 +1,62 @@
+"""The CLI's contract: exit codes, one line per problem, no tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import DOMAINS, ROOT, shipped_profiles
+
+
+def test_validate_ok(cli):
+    code, out, err = cli("validate", *map(str, shipped_profiles()))
+    assert code == 0
+    assert out.count(": ok") == len(shipped_profiles())
+
+
+def test_validate_reports_each_problem_and_exits_2(cli, write_profile):
+    path = write_profile("name: x\nguest:\n  nics:\n    - {backend: tap, tx_queue_size: 1024}\n  vcpus: 0\n")
+    code, out, err = cli("validate", str(path), str(DOMAINS / "quick.yaml"))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert any(line.startswith(f"{path}: line 4: guest.nics.0.tx_queue_size:") for line in lines)
+    assert any("guest.vcpus" in line for line in lines)
+    assert "quick.yaml: ok" in out
+
+
+def test_render_bad_file_one_line_exit_2(cli, tmp_path):
+    code, out, err = cli("render", str(tmp_path / "missing.yaml"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot read" in err
+
+
+def test_render_set_override(cli):
+    code, out, _ = cli("render", str(DOMAINS / "quick.yaml"), "--set", "guest.nics.*.queues=2")
+    assert code == 0 and out.count('queues="2"') == 2
+
+
+def test_render_bad_set(cli):
+    code, _, err = cli("render", str(DOMAINS / "quick.yaml"), "--set", "novalue")
+    assert code == 2 and "KNOB=VALUE" in err
+
+
+def test_usage_error_exit_2(cli):
+    code, _, err = cli("render")
+    assert code == 2 and "Missing argument" in err
+
+
+def test_console_script_no_traceback_on_garbage(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_bytes(b"name: x\nguest: {nics: [{queues: !!binary 'AAA'}]}\n")
+    proc = subprocess.run([sys.executable, "-m", "labctl.cli", "validate", str(path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.strip()
+
+
+def test_doctor_json(cli):
+    import json
+
+    code, out, _ = cli("doctor", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["accel"] in ("kvm", "tcg") and data["cpus"] and "embedded" in data["backends"]
+    assert set(data["versions"]) == {"libvirt", "qemu", "dpdk"}

@@ -1,0 +1,114 @@
+"""Domain XML: golden files per shipped profile, libvirt's schema, and escaping."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from labctl.domxml import RenderContext, render, tap_name
+from labctl.profiles import load_profile
+from labctl.spec import Profile
+from tests.conftest import ROOT, shipped_profiles
+
+GOLDEN = ROOT / "tests" / "golden"
+CPUS = frozenset({0, 1})
+FIXED = RenderContext(domain_type="qemu", run_dir=Path("/run/labctl"), log_dir=Path("/var/log/labctl"))
+
+
+def validate_xml(text: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["virt-xml-validate", "-", "domain"], input=text, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("path", shipped_profiles(), ids=lambda p: p.stem)
+def test_golden(path):
+    xml = render(load_profile(path, cpus=CPUS).profile, FIXED)
+    golden = GOLDEN / f"{path.stem}.xml"
+    if os.environ.get("LABCTL_UPDATE_GOLDEN"):
+        golden.write_text(xml, encoding="utf-8")
+    assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
+    assert xml == golden.read_text(encoding="utf-8")
+
+
+needs_validator = pytest.mark.skipif(shutil.which("virt-xml-validate") is None, reason="libxml2-utils/libvirt-clients")
+
+
+@needs_validator
+@pytest.mark.parametrize("path", shipped_profiles(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("domain_type", ["kvm", "qemu", "test"])
+def test_schema_valid(path, domain_type):
+    xml = render(load_profile(path, cpus=CPUS).profile, RenderContext(domain_type=domain_type))
+    proc = validate_xml(xml)
+    assert proc.returncode == 0, proc.stderr
+
+
+@needs_validator
+def test_cli_render_pipes_into_virt_xml_validate(tmp_path):
+    for path in shipped_profiles():
+        rendered = subprocess.run([str(ROOT / ".venv/bin/labctl"), "render", str(path)],
+                                  capture_output=True, text=True)
+        assert rendered.returncode == 0, rendered.stderr
+        assert validate_xml(rendered.stdout).returncode == 0
+
+
+def profile(**guest) -> Profile:
+    return Profile.model_validate({"name": "x", "guest": guest})
+
+
+def test_vhostuser_gets_shared_memfd_memory_and_socket():
+    root = ET.fromstring(render(profile(nics=[{"backend": "vhostuser", "queues": 2}]), FIXED))
+    assert root.find("memoryBacking/source").get("type") == "memfd"
+    assert root.find("memoryBacking/access").get("mode") == "shared"
+    iface = root.find("devices/interface")
+    assert iface.get("type") == "vhostuser" and iface.find("source").get("mode") == "client"
+    assert iface.find("driver").attrib == {"queues": "2", "rx_queue_size": "256", "tx_queue_size": "256"}
+
+
+def test_hugepages_with_vhostuser_are_shared_hugepages():
+    root = ET.fromstring(render(profile(hugepages=True, nics=[{"backend": "vhostuser"}]), FIXED))
+    assert root.find("memoryBacking/hugepages/page").get("size") == "2048"
+    assert root.find("memoryBacking/access") is not None and root.find("memoryBacking/source") is None
+
+
+def test_tap_uses_userspace_backend_without_shared_memory():
+    root = ET.fromstring(render(profile(nics=[{"backend": "tap", "queues": 2, "rx_queue_size": 1024}]), FIXED))
+    assert root.find("memoryBacking") is None
+    driver = root.find("devices/interface/driver")
+    assert driver.get("name") == "qemu" and driver.get("rx_queue_size") == "1024"
+    assert len(root.find("devices/interface/target").get("dev")) <= 15
+
+
+def test_pci_nomsi_only_for_vhostuser_under_tcg():
+    vhost = profile(nics=[{"backend": "vhostuser"}])
+    tap = profile(nics=[{"backend": "tap"}])
+    assert "pci=nomsi" in render(vhost, RenderContext(domain_type="qemu"))
+    assert "pci=nomsi" not in render(vhost, RenderContext(domain_type="kvm"))
+    assert "pci=nomsi" not in render(tap, RenderContext(domain_type="qemu"))
+
+
+def test_cpu_model_per_accelerator():
+    p = profile()
+    assert ET.fromstring(render(p, RenderContext(domain_type="kvm"))).find("cpu").get("mode") == "host-passthrough"
+    assert ET.fromstring(render(p, RenderContext(domain_type="qemu"))).find("cpu").get("mode") == "maximum"
+
+
+def test_pinning_rendered():
+    root = ET.fromstring(render(profile(vcpus=2, pinning={"vcpus": {0: "0", 1: "1"}, "emulator": "0-1"}), FIXED))
+    pins = {e.get("vcpu"): e.get("cpuset") for e in root.findall("cputune/vcpupin")}
+    assert pins == {"0": "0", "1": "1"} and root.find("cputune/emulatorpin").get("cpuset") == "0-1"
+
+
+def test_special_characters_are_escaped():
+    ctx = RenderContext(cmdline="console=ttyS0 x=<&\"'>")
+    xml = render(profile(), ctx)
+    assert "x=&lt;&amp;\"'&gt;" in xml
+    assert "x=<&\"'>" in ET.fromstring(xml).find("os/cmdline").text
+
+
+def test_tap_names_unique_and_short():
+    a, b = Profile(name="a" * 40), Profile(name="a" * 39 + "b")
+    assert tap_name(a, 0) != tap_name(b, 0) and len(tap_name(a, 7)) <= 15

@@ -1,0 +1,174 @@
+"""Every rule in labctl.rules: a passing and a failing case each."""
+
+from __future__ import annotations
+
+import pytest
+
+from labctl.errors import Problem
+from labctl.rules import RULES, check_profile
+from labctl.spec import Profile
+
+CPUS = frozenset({0, 1})
+
+
+def problems(data: dict, severity: str = "error") -> list[Problem]:
+    profile = Profile.model_validate({"name": "t", **data})
+    return [p for p in check_profile(profile, CPUS) if p.severity == severity]
+
+
+def paths(data: dict, severity: str = "error") -> list[str]:
+    return [p.path for p in problems(data, severity)]
+
+
+def nic(**kw):
+    return {"backend": "vhostuser", **kw}
+
+
+def test_every_rule_has_reason_and_source():
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    for item in RULES:
+        assert len(item.reason) > 30 and item.source, item.id
+
+
+def test_default_profile_is_clean():
+    assert problems({}) == [] and problems({}, "warning") == []
+
+
+@pytest.mark.parametrize("name", ["a", "l2fwd-vhostuser", "x" * 40, "a1-b2"])
+def test_good_names(name):
+    assert Profile.model_validate({"name": name}) and not [
+        p for p in check_profile(Profile.model_validate({"name": name}), CPUS) if p.path == "name"]
+
+
+@pytest.mark.parametrize("name", ["", "A", "a_b", "-a", "a-", "x" * 41, "a b", "<x/>", "a'b", "../etc",
+                                  "a\nb", "é", "a;rm -rf /", "a$(id)"])
+def test_hostile_names(name):
+    profile = Profile.model_validate({"name": name})
+    found = [p for p in check_profile(profile, CPUS) if p.path == "name"]
+    assert len(found) == 1 and "allowed" in found[0].message
+
+
+@pytest.mark.parametrize("size,ok", [(256, True), (512, True), (1024, True), (128, False), (300, False),
+                                     (2048, False), (0, False), (-256, False)])
+def test_ring_sizes(size, ok):
+    found = paths({"guest": {"nics": [nic(rx_queue_size=size)]}})
+    assert (found == []) is ok
+    if not ok:
+        assert found == ["guest.nics.0.rx_queue_size"]
+
+
+@pytest.mark.parametrize("backend,ok", [("vhostuser", True), ("tap", False), ("network", False)])
+def test_tx_ring_above_256_needs_vhostuser(backend, ok):
+    found = problems({"guest": {"nics": [{"backend": backend, "tx_queue_size": 1024}]}})
+    assert (found == []) is ok
+    if not ok:
+        assert found[0].path == "guest.nics.0.tx_queue_size" and "vhostuser" in found[0].message
+
+
+def test_tx_256_is_fine_on_tap():
+    assert problems({"guest": {"nics": [{"backend": "tap", "tx_queue_size": 256, "rx_queue_size": 1024}]}}) == []
+
+
+@pytest.mark.parametrize("queues,ok", [(1, True), (2, True), (256, True), (0, False), (257, False)])
+def test_queue_range(queues, ok):
+    found = paths({"guest": {"vcpus": 64, "nics": [nic(queues=queues)]}})
+    assert (found == []) is ok
+
+
+def test_more_queues_than_vcpus_warns():
+    warnings = problems({"guest": {"vcpus": 2, "nics": [nic(queues=4)]}}, "warning")
+    assert [w.path for w in warnings] == ["guest.nics.0.queues"]
+    assert "min(queues, vcpus)" in warnings[0].message
+
+
+def test_pinning_vcpu_index_must_exist():
+    found = problems({"guest": {"vcpus": 2, "pinning": {"vcpus": {2: "0"}}}})
+    assert [p.path for p in found] == ["guest.pinning.vcpus.2"] and "0..1" in found[0].message
+
+
+@pytest.mark.parametrize("cpuset,ok", [("0", True), ("0-1", True), ("1,^1,0", True), ("2", False),
+                                       ("0-9", False), ("x", False), ("1-0", False), ("", False), ("^0", False)])
+def test_pinned_cpusets_must_exist(cpuset, ok):
+    found = paths({"guest": {"pinning": {"emulator": cpuset}}})
+    assert (found == []) is ok
+    if not ok:
+        assert found == ["guest.pinning.emulator"]
+
+
+def test_shared_poller_warning():
+    warnings = paths({"guest": {"pinning": {"vcpus": {0: "1"}, "vhost": "1"}}}, "warning")
+    assert warnings == ["guest.pinning.vhost"]
+    assert paths({"guest": {"pinning": {"vcpus": {0: "1"}, "vhost": "0"}}}, "warning") == []
+
+
+def test_embedded_needs_vhostuser():
+    found = paths({"backend": "embedded", "guest": {"nics": [{"backend": "tap"}]}})
+    assert found == ["guest.nics.0.backend"]
+
+
+def test_uri_only_for_libvirt_and_well_formed():
+    assert paths({"backend": "embedded", "uri": "qemu:///system"}) == ["uri"]
+    assert paths({"uri": "qemu:///system"}) == []
+    assert paths({"uri": "test:///default"}) == []
+    assert paths({"uri": "qemu+ssh://root@lab1/system"}) == []
+    assert paths({"uri": "qemu:///system; rm -rf /"}) == ["uri"]
+    assert paths({"uri": "http://x/"}) == ["uri"]
+
+
+@pytest.mark.parametrize("field,value", [("burst", 0), ("burst", 513), ("packet_size", 63),
+                                         ("packet_size", 9000), ("rxd", 100), ("txd", 8192),
+                                         ("duration_s", 0.5), ("warmup_s", -1)])
+def test_workload_ranges(field, value):
+    assert paths({"workload": {field: value}}) == [f"workload.{field}"]
+
+
+def test_noisy_settings_outside_noisy_mode_warn():
+    assert paths({"workload": {"noisy": {"lkup_memory_mib": 16}}}, "warning") == ["workload.noisy"]
+    assert paths({"workload": {"mode": "noisy", "noisy": {"lkup_memory_mib": 16}}}, "warning") == []
+    assert paths({"workload": {"mode": "noisy", "noisy": {"lkup_memory_mib": 5000}}}) == [
+        "workload.noisy.lkup_memory_mib"]
+
+
+def test_guest_size_and_hugepage_alignment():
+    assert paths({"guest": {"vcpus": 0}}) == ["guest.vcpus"]
+    assert paths({"guest": {"memory_mib": 100}}) == ["guest.memory_mib"]
+    assert paths({"guest": {"memory_mib": 1025, "hugepages": True}}) == ["guest.memory_mib"]
+
+
+def test_nic_count():
+    assert paths({"guest": {"nics": []}}) == ["guest.nics"]
+    assert paths({"guest": {"nics": [nic()] * 9}}) == ["guest.nics"]
+
+
+def test_repeat_range():
+    assert paths({"repeat": 0}) == ["repeat"] and paths({"repeat": 101}) == ["repeat"]
+
+
+def test_sweep_values_are_checked_per_configuration():
+    found = problems({"guest": {"nics": [{"backend": "tap"}]},
+                      "sweep": {"guest.nics.0.tx_queue_size": [256, 1024]}})
+    assert len(found) == 1 and "tx_queue_size" in found[0].path and "vhostuser" in found[0].message
+
+
+def test_sweep_unknown_knob_and_bad_type():
+    assert paths({"sweep": {"guest.nics.0.quues": [1]}}) == ["sweep.guest.nics.0.quues"]
+    found = problems({"sweep": {"guest.vcpus": ["two"]}})
+    assert found and found[0].path == "sweep.guest.vcpus"
+
+
+def test_sweep_empty_and_duplicate_values():
+    assert paths({"sweep": {"workload.burst": []}}) == ["sweep.workload.burst"]
+    assert paths({"sweep": {"workload.burst": [32, 32]}}) == ["sweep.workload.burst"]
+
+
+def test_sweep_too_large():
+    values = list(range(1, 66))
+    found = problems({"sweep": {"workload.burst": values, "workload.packet_size": list(range(64, 128))}})
+    assert [p.path for p in found] == ["sweep"]
+
+
+def test_sweep_wildcard_sets_every_nic():
+    assert problems({"guest": {"nics": [nic(), nic()]}, "sweep": {"guest.nics.*.rx_queue_size": [256, 1024]}}) == []
+    found = problems({"guest": {"nics": [nic(), nic()]}, "sweep": {"guest.nics.*.rx_queue_size": [256, 999]}})
+    assert len(found) == 2  # both NICs get the bad value
