@@ -106,6 +106,26 @@ def status(uri: Optional[str] = typer.Option(None, help="also list labctl domain
         typer.echo(f"{lab['name']}: {lab['state']} ({lab['uri']}, {len(lab['resources'])} resources)")
 
 
+@app.command("run")
+def run_cmd(file: Path, set_: Optional[List[str]] = typer.Option(None, "--set", help="KNOB=VALUE, repeatable"),
+            as_json: bool = typer.Option(False, "--json", help="print the trial record as JSON")) -> None:
+    """Run one trial of an embedded profile: warm-up, measurement window, teardown."""
+    from .profiles import load_profile
+    from .trial import run_trial
+
+    loaded = load_profile(file, _overrides(set_))
+    phase = None if as_json else (lambda name: typer.echo(f"[{name}]", err=True))
+    record = run_trial(loaded, on_phase=phase)
+    if as_json:
+        typer.echo(record.model_dump_json(indent=2))
+    else:
+        from .report import trial_summary
+
+        typer.echo(trial_summary(record))
+    if record.status != "ok":
+        raise typer.Exit(1)
+
+
 @app.command()
 def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
     """Report what this host can do: CPUs, NUMA, hugepages, KVM, versions, lab backends."""

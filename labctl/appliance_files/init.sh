@@ -1,0 +1,409 @@
+#!/bin/sh
+# labctl workload appliance: /init of the initramfs (busybox sh, PID 1).
+#
+# Everything it does is read from the kernel command line (labctl.* parameters):
+#   labctl.mode=verify    load the virtio stack, print one LABCTL-NIC {json} line per virtio-net NIC,
+#                         then LABCTL-DONE, then power off.
+#   labctl.mode=workload  bind the virtio-net PCI devices to a userspace driver and run dpdk-testpmd as
+#                         the guest forwarder; LABCTL-STATS {json} lines while it runs, a final one
+#                         ("final": true), then LABCTL-DONE, then power off.
+#   labctl.mode=shell     (debugging) a busybox shell on the console.
+# Workload parameters (defaults in brackets):
+#   labctl.fwd=io|mac|macswap|txonly|rxonly [io]   labctl.burst=N [32]
+#   labctl.rxd=N [1024]  labctl.txd=N [1024]       labctl.rxq=N [1]  labctl.txq=N [= rxq]
+#   labctl.nbcores=N [vCPUs-1]                     labctl.duration=SECONDS [30]
+#   labctl.period=SECONDS [5] between LABCTL-STATS lines
+#   labctl.tx_first=N [0] bursts sent by every port at start (loops traffic on back-to-back ports)
+#   labctl.driver=uio_pci_generic|vfio-pci [uio_pci_generic]
+#   labctl.hugepages=N [half the guest memory, at most 512] 2 MiB pages
+#   labctl.mbufs=N [8192]  labctl.macs=MAC,MAC [all virtio-net NICs]  labctl.topology=paired|chained|loop
+#   labctl.channel=NAME    also write LABCTL lines to the virtio-serial port of that name
+#   labctl.timeout=SECONDS [duration + 600] hard limit before power off
+#   labctl.debug=1         copy testpmd's own output to the console
+# Every line meant for the host starts with LABCTL-; nothing else on the console is a contract.
+
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+mkdir -p /dev/pts /dev/shm /run /tmp /var/run /dev/hugepages
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /dev/shm
+# keep kernel messages from splitting our lines on the console
+dmesg -n 1 2>/dev/null
+
+KVER=$(uname -r)
+MODDIR=/lib/modules/$KVER
+CHANNEL_DEV=
+
+# --- kernel command line --------------------------------------------------------------------------
+LABCTL_mode=verify
+for word in $(cat /proc/cmdline); do
+    case "$word" in
+        labctl.*=*)
+            key=${word%%=*}
+            key=${key#labctl.}
+            val=${word#*=}
+            case "$key" in *[!a-zA-Z0-9_]*|'') continue ;; esac
+            eval "LABCTL_$key=\$val"
+            ;;
+    esac
+done
+
+# --- helpers ----------------------------------------------------------------------------------------
+emit() {
+    # one LABCTL line to the console and, when asked for, to the virtio-serial channel
+    echo "$*"
+    if [ -n "$CHANNEL_DEV" ]; then echo "$*" >>"$CHANNEL_DEV" 2>/dev/null; fi
+}
+
+json_str() {
+    # a JSON string literal (the values here never hold control characters)
+    printf '"%s"' "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"
+}
+
+json_num() {
+    case "$1" in
+        ''|*[!0-9]*) printf 'null' ;;
+        *) printf '%s' "$1" ;;
+    esac
+}
+
+is_uint() {
+    case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac
+}
+
+error() {
+    # error STAGE MESSAGE
+    emit "LABCTL-ERROR {\"stage\": $(json_str "$1"), \"message\": $(json_str "$2")}"
+}
+
+finish() {
+    emit "LABCTL-DONE"
+    sync
+    poweroff -f
+    # poweroff needs ACPI; if it returned, try the other ways out
+    echo o >/proc/sysrq-trigger 2>/dev/null
+    reboot -f
+    while :; do sleep 60; done
+}
+
+load_modules() {
+    # load_modules GROUP [PARAMS...]: insmod every module of /etc/labctl/modules.GROUP in order
+    # (the list is in dependency order, made at build time; files are uncompressed .ko)
+    list=/etc/labctl/modules.$1
+    shift
+    [ -f "$list" ] || return 0
+    while read -r name path; do
+        [ -n "$name" ] || continue
+        [ -d "/sys/module/$name" ] && continue
+        params=
+        for p in "$@"; do
+            case "$p" in "$name":*) params="$params ${p#*:}" ;; esac
+        done
+        # shellcheck disable=SC2086
+        insmod "$MODDIR/$path" $params || echo "labctl-init: insmod $name failed"
+    done <"$list"
+}
+
+find_channel() {
+    [ -n "$LABCTL_channel" ] || return 0
+    for n in /sys/class/virtio-ports/*/name; do
+        [ -f "$n" ] || continue
+        if [ "$(cat "$n")" = "$LABCTL_channel" ]; then
+            port=$(basename "$(dirname "$n")")
+            [ -c "/dev/$port" ] && CHANNEL_DEV=/dev/$port
+        fi
+    done
+}
+
+virtio_nics() {
+    # the virtio-net interfaces, in name order, optionally filtered by labctl.macs
+    for d in /sys/class/net/*; do
+        [ -e "$d/device/driver" ] || continue
+        [ "$(basename "$(readlink "$d/device/driver")")" = virtio_net ] || continue
+        if [ -n "$LABCTL_macs" ]; then
+            mac=$(cat "$d/address")
+            case ",$LABCTL_macs," in *",$mac,"*) ;; *) continue ;; esac
+        fi
+        basename "$d"
+    done
+}
+
+wait_nics() {
+    # virtio_net probes synchronously, but give the interfaces a moment to settle
+    last=-1
+    i=0
+    while [ $i -lt 20 ]; do
+        n=$(virtio_nics | wc -l)
+        [ "$n" -gt 0 ] && [ "$n" -eq "$last" ] && return 0
+        last=$n
+        i=$((i + 1))
+        sleep 0.2
+    done
+}
+
+ethtool_pair() {
+    # ethtool_pair OPTION FIELD IFNAME -> "MAX CURRENT" for one field of ethtool -l / -g
+    ethtool "$1" "$3" 2>/dev/null | awk -v field="$2" '
+        /^Pre-set maximums/ { s = "max" }
+        /^Current hardware settings/ { s = "cur" }
+        {
+            line = $0
+            sub(/:.*/, "", line)
+            if (line == field) { v = $0; sub(/^[^:]*:[ \t]*/, "", v); val[s] = v }
+        }
+        END { printf "%s %s\n", (("max" in val) ? val["max"] : "n/a"), (("cur" in val) ? val["cur"] : "n/a") }'
+}
+
+nic_json() {
+    ifname=$1
+    dev=/sys/class/net/$ifname
+    driver=$(basename "$(readlink "$dev/device/driver")")
+    mac=$(cat "$dev/address")
+    pci=$(basename "$(readlink -f "$dev/device/..")")
+    set -- $(ethtool_pair -l Combined "$ifname")
+    max_combined=$1 combined=$2
+    set -- $(ethtool_pair -g RX "$ifname")
+    rx_max=$1 rx_cur=$2
+    set -- $(ethtool_pair -g TX "$ifname")
+    tx_max=$1 tx_cur=$2
+    printf '{"ifname": %s, "driver": %s, "mac": %s, "pci": %s, "combined": %s, "max_combined": %s, "rx_ring": %s, "tx_ring": %s, "rx_ring_max": %s, "tx_ring_max": %s}' \
+        "$(json_str "$ifname")" "$(json_str "$driver")" "$(json_str "$mac")" "$(json_str "$pci")" \
+        "$(json_num "$combined")" "$(json_num "$max_combined")" \
+        "$(json_num "$rx_cur")" "$(json_num "$tx_cur")" "$(json_num "$rx_max")" "$(json_num "$tx_max")"
+}
+
+# --- modes --------------------------------------------------------------------------------------------
+mode_verify() {
+    load_modules net
+    find_channel
+    wait_nics
+    for ifname in $(virtio_nics); do
+        emit "LABCTL-NIC $(nic_json "$ifname")"
+    done
+}
+
+bind_pci() {
+    # bind_pci PCI DRIVER: hand a PCI device to DRIVER through driver_override
+    pci=$1 drv=$2
+    d=/sys/bus/pci/devices/$pci
+    echo "$drv" >"$d/driver_override" || return 1
+    if [ -e "$d/driver" ]; then
+        echo "$pci" >"$d/driver/unbind" || return 1
+    fi
+    echo "$pci" >/sys/bus/pci/drivers_probe
+    [ "$(basename "$(readlink "$d/driver")")" = "$(echo "$drv" | tr - _)" ] && return 0
+    [ "$(basename "$(readlink "$d/driver")")" = "$drv" ]
+}
+
+mode_workload() {
+    fwd=${LABCTL_fwd:-io}
+    case "$fwd" in *[!a-z_-]*|'') error args "bad labctl.fwd=$fwd"; return ;; esac
+    burst=${LABCTL_burst:-32}
+    rxd=${LABCTL_rxd:-1024}
+    txd=${LABCTL_txd:-1024}
+    rxq=${LABCTL_rxq:-1}
+    txq=${LABCTL_txq:-$rxq}
+    duration=${LABCTL_duration:-30}
+    period=${LABCTL_period:-5}
+    tx_first=${LABCTL_tx_first:-0}
+    mbufs=${LABCTL_mbufs:-8192}
+    driver=${LABCTL_driver:-uio_pci_generic}
+    topology=${LABCTL_topology:-paired}
+    for v in "$burst" "$rxd" "$txd" "$rxq" "$txq" "$duration" "$period" "$tx_first" "$mbufs"; do
+        is_uint "$v" || { error args "not a number: $v"; return; }
+    done
+    [ "$period" -gt 0 ] || period=1
+    ncpu=$(nproc)
+    maxcores=$((ncpu - 1))
+    if [ "$maxcores" -lt 1 ]; then
+        error args "testpmd needs at least 2 vCPUs (a main lcore and a forwarding lcore), have $ncpu"
+        return
+    fi
+    nbcores=${LABCTL_nbcores:-$maxcores}
+    is_uint "$nbcores" || { error args "not a number: $nbcores"; return; }
+    if [ "$nbcores" -gt "$maxcores" ]; then
+        emit "LABCTL-WARN {\"message\": \"nbcores $nbcores > vCPUs-1, using $maxcores\"}"
+        nbcores=$maxcores
+    fi
+    [ "$nbcores" -ge 1 ] || nbcores=1
+
+    load_modules net
+    find_channel
+    wait_nics
+    nics=$(virtio_nics)
+    if [ -z "$nics" ]; then
+        error nics "no virtio-net NIC found"
+        return
+    fi
+    # report the NICs as the kernel saw them, and the queue limit for testpmd
+    maxq=
+    pcis=
+    for ifname in $nics; do
+        js=$(nic_json "$ifname")
+        emit "LABCTL-NIC $js"
+        set -- $(ethtool_pair -l Combined "$ifname")
+        if is_uint "$1"; then
+            if [ -z "$maxq" ] || [ "$1" -lt "$maxq" ]; then maxq=$1; fi
+        fi
+        pcis="$pcis $(basename "$(readlink -f "/sys/class/net/$ifname/device/..")")"
+    done
+    [ -n "$maxq" ] || maxq=1
+    if [ "$rxq" -gt "$maxq" ] || [ "$txq" -gt "$maxq" ]; then
+        emit "LABCTL-WARN {\"message\": \"rxq/txq $rxq/$txq above the NICs' $maxq queue pairs, using $maxq\"}"
+        [ "$rxq" -gt "$maxq" ] && rxq=$maxq
+        [ "$txq" -gt "$maxq" ] && txq=$maxq
+    fi
+
+    # userspace driver
+    case "$driver" in
+        uio_pci_generic) load_modules uio ;;
+        vfio-pci|vfio_pci)
+            driver=vfio-pci
+            # only useful with a (virtual) IOMMU, or with a kernel built with VFIO_NOIOMMU
+            load_modules vfio "vfio:enable_unsafe_noiommu_mode=1"
+            ;;
+        *) error args "unknown labctl.driver=$driver"; return ;;
+    esac
+    allow=
+    for pci in $pcis; do
+        if ! bind_pci "$pci" "$driver"; then
+            error bind "cannot bind $pci to $driver"
+            return
+        fi
+        allow="$allow -a $pci"
+    done
+
+    # hugepages (2 MiB): DPDK needs physical addresses for a PCI device without an IOMMU
+    mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+    pages=${LABCTL_hugepages:-$((mem_kb / 2 / 2048))}
+    [ "$pages" -gt 512 ] && [ -z "$LABCTL_hugepages" ] && pages=512
+    echo "$pages" >/proc/sys/vm/nr_hugepages
+    got=$(cat /proc/sys/vm/nr_hugepages)
+    mount -t hugetlbfs nodev /dev/hugepages
+    emit "LABCTL-INFO {\"hugepages\": $got, \"driver\": $(json_str "$driver"), \"lcores\": $((nbcores + 1)), \"rxq\": $rxq, \"txq\": $txq}"
+    if [ "$got" -lt 16 ]; then
+        error hugepages "only $got hugepages could be reserved"
+        return
+    fi
+
+    ready=/tmp/labctl.ready
+    log=/tmp/testpmd.log
+    rm -f "$ready"
+    start="start"
+    [ "$tx_first" -gt 0 ] && start="start tx_first $tx_first"
+    # shellcheck disable=SC2086
+    set -- -l "0-$nbcores" -n 1 --in-memory --iova-mode=pa $allow -- \
+        -i --forward-mode="$fwd" --burst="$burst" --rxd="$rxd" --txd="$txd" \
+        --rxq="$rxq" --txq="$txq" --nb-cores="$nbcores" --total-num-mbufs="$mbufs" \
+        --port-topology="$topology"
+    emit "LABCTL-INFO {\"testpmd\": $(json_str "dpdk-testpmd $*")}"
+    started=$(awk '{ print int($1) }' /proc/uptime)
+    {
+        # wait until testpmd has set its ports up, then drive it like a person at its prompt
+        i=0
+        while [ ! -e "$ready" ] && [ $i -lt 3000 ]; do sleep 0.2; i=$((i + 1)); done
+        if [ -e "$ready" ]; then
+            sleep 1
+            echo "$start"
+            t=0
+            while [ "$t" -lt "$duration" ]; do
+                step=$period
+                [ $((t + step)) -gt "$duration" ] && step=$((duration - t))
+                sleep "$step"
+                t=$((t + step))
+                [ "$t" -lt "$duration" ] && echo "show fwd stats all"
+            done
+            echo "stop"
+            sleep 2
+        fi
+        echo "quit"
+        sleep 5
+    } | dpdk-testpmd "$@" 2>&1 | awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" \
+            -v chan="$CHANNEL_DEV" -v log="$log" -v started="$started" '
+        function out(s) {
+            print s
+            fflush()
+            if (chan != "") { print s >> chan; fflush(chan) }
+        }
+        function num(s) { return (s ~ /^[0-9]+$/) ? s : 0 }
+        function now(   l, a) {
+            getline l < "/proc/uptime"; close("/proc/uptime")
+            split(l, a, " ")
+            return a[1]
+        }
+        function report(final,   i, js, rx, tx, txd, rxd) {
+            js = ""
+            rx = tx = txd = rxd = 0
+            for (i = 0; i < nports; i++) {
+                p = order[i]
+                if (js != "") js = js ", "
+                js = js sprintf("{\"port\": %d, \"rx_packets\": %d, \"rx_dropped\": %d, \"tx_packets\": %d, \"tx_dropped\": %d}", p, prx[p], prxd[p], ptx[p], ptxd[p])
+                rx += prx[p]; tx += ptx[p]; txd += ptxd[p]; rxd += prxd[p]
+            }
+            out(sprintf("LABCTL-STATS {\"t\": %.1f, \"final\": %s, \"rx_packets\": %d, \"rx_dropped\": %d, \"tx_packets\": %d, \"tx_dropped\": %d, \"ports\": [%s]}", now() - t0, final ? "true" : "false", rx, rxd, tx, txd, js))
+            nports = 0
+            delete seen
+        }
+        BEGIN { t0 = now(); nports = 0; final = 0; port = -1 }
+        {
+            print $0 >> log
+            if (debug == "1") { print "testpmd: " $0; fflush() }
+        }
+        /Checking link statuses/ { checking = 1 }
+        checking && /^Done/ { checking = 0; printf "" > ready; close(ready); out("LABCTL-INFO {\"testpmd\": \"ready\"}") }
+        /Telling cores to stop/ { final = 1 }
+        /Forward statistics for port/ {
+            s = $0; sub(/.*for port[ \t]*/, "", s); sub(/[^0-9].*/, "", s)
+            port = s + 0
+            if (!(port in seen)) { seen[port] = 1; order[nports++] = port }
+            next
+        }
+        /Accumulated forward statistics for all ports/ { port = -1; if (nports > 0) report(final); next }
+        port >= 0 && /RX-packets:/ {
+            for (i = 1; i < NF; i++) {
+                if ($i == "RX-packets:") prx[port] = num($(i + 1))
+                if ($i == "RX-dropped:") prxd[port] = num($(i + 1))
+            }
+        }
+        port >= 0 && /TX-packets:/ {
+            for (i = 1; i < NF; i++) {
+                if ($i == "TX-packets:") ptx[port] = num($(i + 1))
+                if ($i == "TX-dropped:") ptxd[port] = num($(i + 1))
+            }
+        }
+        /EAL: Error|EAL: FATAL|Cannot init|Fail to|Failed to|error/ { lasterr = $0 }
+        END {
+            # with one port there is no accumulated block: report what was seen
+            if (nports > 0) report(final)
+            if (lasterr != "") {
+                gsub(/\\/, "\\\\", lasterr); gsub(/"/, "\\\"", lasterr)
+                out("LABCTL-INFO {\"testpmd_last_error\": \"" lasterr "\"}")
+            }
+        }'
+    if [ ! -e "$ready" ]; then
+        error testpmd "dpdk-testpmd did not bring its ports up; its last lines follow"
+        tail -n 40 "$log"
+    elif ! grep -q 'Telling cores to stop' "$log"; then
+        error testpmd "dpdk-testpmd stopped before the end of the run; its last lines follow"
+        tail -n 40 "$log"
+    fi
+}
+
+# --- main -----------------------------------------------------------------------------------------------
+timeout_s=${LABCTL_timeout:-$(( ${LABCTL_duration:-30} + 600 ))}
+is_uint "$timeout_s" || timeout_s=900
+( sleep "$timeout_s"; echo "LABCTL-ERROR {\"stage\": \"timeout\", \"message\": \"no end after $timeout_s s\"}"; echo "LABCTL-DONE"; poweroff -f ) &
+
+echo "LABCTL-BOOT {\"kernel\": \"$KVER\", \"mode\": \"$LABCTL_mode\", \"uptime\": $(awk '{ print $1 }' /proc/uptime)}"
+case "$LABCTL_mode" in
+    verify) mode_verify ;;
+    workload) mode_workload ;;
+    shell) setsid cttyhack sh ;;
+    *) error args "unknown labctl.mode=$LABCTL_mode" ;;
+esac
+finish

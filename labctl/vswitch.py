@@ -1,0 +1,73 @@
+"""The host side of every lab: a testpmd "vswitch" with net_vhost ports (vhost-user servers).
+
+It is also the traffic generator and sink: in testpmd's ``flowgen`` mode each forwarding stream
+receives (and counts, then frees) what arrives on one port and sends generated frames out of the
+other, so port 0 sends to the guest's port 0 and receives, on port 1, what the guest forwarded.
+Frames that cannot be placed in the guest's receive ring show as TX-dropped in its forward stats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cpuset import format_cpuset, online_cpus, parse_cpuset
+from .errors import WorkloadError
+from .spec import Profile
+from .testpmd import EalOptions, Testpmd, TestpmdOptions, mbuf_budget
+
+GENERATOR_BURST = 32
+GENERATOR_FLOWS = 64
+
+
+def devarg_path(path: Path) -> str:
+    """A path as a DPDK devargs value: commas and '=' would split the argument, so refuse them."""
+    text = str(path)
+    if any(c in text for c in ",= \t\n"):
+        raise WorkloadError(f"socket path {text!r} cannot be passed to DPDK (no ',', '=' or spaces allowed)")
+    return text
+
+
+def lcores_argument(worker_cpusets: list[frozenset[int] | None]) -> str:
+    """DPDK --lcores: lcore 0 (main, mostly asleep) floats on every online CPU; workers follow the pins."""
+    online = online_cpus()
+    parts = [f"0@({format_cpuset(online)})"]
+    for index, cpus in enumerate(worker_cpusets, start=1):
+        parts.append(f"{index}@({format_cpuset(cpus or online)})")
+    return ",".join(parts)
+
+
+def pmd_cpusets(profile: Profile) -> list[frozenset[int] | None]:
+    """One vswitch PMD per CPU of pinning.vhost, or one floating PMD when it is not pinned."""
+    if profile.guest.pinning.vhost is None:
+        return [None]
+    return [frozenset({cpu}) for cpu in sorted(parse_cpuset(profile.guest.pinning.vhost))]
+
+
+@dataclass
+class VswitchConfig:
+    sockets: list[Path]
+    queues: int
+    pmds: list[frozenset[int] | None]
+    packet_size: int
+    file_prefix: str
+    hugepages_dir: Path | None
+
+
+def vswitch_config(profile: Profile, sockets: list[Path], file_prefix: str,
+                   hugepages_dir: Path | None) -> VswitchConfig:
+    return VswitchConfig(sockets=sockets, queues=max(n.queues for n in profile.guest.nics),
+                         pmds=pmd_cpusets(profile), packet_size=profile.workload.packet_size,
+                         file_prefix=file_prefix, hugepages_dir=hugepages_dir)
+
+
+def vswitch_testpmd(config: VswitchConfig, log_path: Path) -> Testpmd:
+    vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={config.queues}"
+             for i, sock in enumerate(config.sockets)]
+    mbufs, memory_mb = mbuf_budget(len(config.sockets), config.queues, 1024, 1024)
+    eal = EalOptions(file_prefix=config.file_prefix, lcores=lcores_argument(config.pmds), vdevs=vdevs,
+                     memory_mb=memory_mb, hugepages_dir=config.hugepages_dir)
+    app = TestpmdOptions(forward_mode="flowgen", nb_cores=len(config.pmds), rxq=config.queues,
+                         txq=config.queues, burst=GENERATOR_BURST, total_mbufs=mbufs,
+                         extra=[f"--txpkts={config.packet_size}", f"--flowgen-flows={GENERATOR_FLOWS}"])
+    return Testpmd("vswitch", eal, app, log_path)

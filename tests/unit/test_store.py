@@ -1,0 +1,447 @@
+"""The SQLite result store and JSONL/CSV interchange."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from labctl.errors import StoreError, UserError
+from labctl.interchange import ImportFormatError, export_csv, export_jsonl, import_jsonl
+from labctl.record import Environment, Metrics, TrialRecord
+from labctl.store import SCHEMA_VERSION, Store, UnknownRunError
+
+ENV = Environment(host="lab1", cores=2, kernel="6.1.0", accel="tcg", lab="embedded", pins={"vswitch": "1"})
+
+
+def config(rx: int = 256, queues: int = 1) -> dict:
+    return {
+        "name": "demo",
+        "guest.nics.0.rx_queue_size": rx,
+        "guest.nics.0.queues": queues,
+        "guest.hugepages": False,
+        "workload.duration_s": 10.0,
+        "uri": None,
+    }
+
+
+def record(run_id: int, rx: int = 256, mpps: float = 9.8, **kw) -> TrialRecord:
+    fields = {
+        "run_id": run_id,
+        "config": config(rx),
+        "env": ENV,
+        "metrics": Metrics(
+            mpps=mpps,
+            loss_ratio=0.0002,
+            tx_dropped=1200,
+            drops={"ring_full": 1200},
+            queue_shares={"guest.port0.rxq0": 1.0},
+            cpu={"vswitch_pmd": 99.5},
+        ),
+        "warnings": ["shared cores", "two-band result"],
+        "details": {"per_queue": [{"q": 0, "ipackets": 123}]},
+        "repeat_index": 1,
+        "started_at": 1700000000.25,
+        "finished_at": 1700000010.5,
+    }
+    fields.update(kw)
+    return TrialRecord(**fields)
+
+
+def plan(n: int) -> list[dict]:
+    return [{"seq": i, "config": config(256 * 2 ** (i % 3)), "repeat_index": i // 3} for i in range(n)]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "labctl.db"
+
+
+@pytest.fixture
+def store(db: Path):
+    with Store(db) as s:
+        yield s
+
+
+def test_records_round_trip(store: Store) -> None:
+    run_id = store.create_run("demo", {"name": "demo", "guest": {"vcpus": 2}}, plan(3))
+    sent = [
+        record(run_id, rx=256),
+        record(run_id, rx=1024, mpps=15.25, env=ENV.model_copy(update={"accel": "kvm"})),
+        record(run_id, status="failed", error="ZeroForwardingError: nothing forwarded", metrics=Metrics(), warnings=[]),
+    ]
+    ids = [store.add_trial(r, seq=i) for i, r in enumerate(sent)]
+    got = store.trials(run_id, status=None)
+    assert got == [r.model_copy(update={"id": i}) for r, i in zip(sent, ids)]
+    assert [r.id for r in store.trials(run_id)] == ids[:2]  # status="ok" by default
+    assert [r.id for r in store.trials(status="failed")] == ids[2:]
+    assert [r.id for r in store.trials(config_key=sent[1].config_key)] == [ids[1]]
+    # identical configs and environments are stored once
+    assert store._conn.execute("SELECT COUNT(*) FROM configs").fetchone()[0] == 2
+    assert store._conn.execute("SELECT COUNT(*) FROM environments").fetchone()[0] == 2
+
+
+def test_value_types_survive(store: Store) -> None:
+    """1, 1.0, True and "1" are different knob values and come back as such."""
+    run_id = store.create_run("types", {}, [])
+    for value in (1, 1.0, True, "1", None):
+        store.add_trial(TrialRecord(run_id=run_id, config={"k": value}))
+    back = [r.config["k"] for r in store.trials(run_id)]
+    assert back == [1, 1.0, True, "1", None]
+    assert [type(v) for v in back] == [int, float, bool, str, type(None)]
+
+
+def test_runs_listing_and_finish(store: Store) -> None:
+    assert store.latest_run_id() is None
+    first = store.create_run("a", {}, plan(2), host="lab1")
+    second = store.create_run("b", {"x": 1}, plan(5))
+    store.add_trial(record(second), seq=0)
+    store.add_trial(record(second, status="failed"), seq=1)
+    store.finish_run(first, "finished")
+    assert store.latest_run_id() == second
+    runs = {r["id"]: r for r in store.runs()}
+    assert runs[first]["status"] == "finished" and runs[first]["finished_at"] is not None
+    assert runs[first]["host"] == "lab1"
+    assert (runs[second]["status"], runs[second]["planned"], runs[second]["ok"], runs[second]["failed"]) == (
+        "running",
+        5,
+        1,
+        1,
+    )
+    assert store.run(second)["profile"] == {"x": 1}
+    with pytest.raises(UnknownRunError, match="run 99"):
+        store.run(99)
+    with pytest.raises(UnknownRunError):
+        store.add_trial(record(99))
+    with pytest.raises(ValueError):
+        store.finish_run(first, "bogus")
+
+
+def test_trial_is_durable_at_once(db: Path) -> None:
+    writer = Store(db)
+    run_id = writer.create_run("demo", {}, plan(1))
+    trial_id = writer.add_trial(record(run_id), seq=0)
+    # a second connection sees the trial while the first is still open, without any close/commit call
+    reader = sqlite3.connect(db)
+    try:
+        assert reader.execute("SELECT status FROM trials WHERE id = ?", (trial_id,)).fetchone() == ("ok",)
+        assert reader.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        reader.close()
+    with Store(db) as other:
+        assert [r.id for r in other.trials(run_id)] == [trial_id]
+    writer.close()
+
+
+def test_trial_survives_kill_9(db: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from labctl.record import TrialRecord
+        from labctl.store import Store
+        s = Store({str(db)!r})
+        run = s.create_run("k", {{}}, [{{"seq": 0, "config": {{"a": 1}}, "repeat_index": 0}}])
+        s.add_trial(TrialRecord(run_id=run, config={{"a": 1}}, metrics={{"mpps": 3.5}}), seq=0)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[2], timeout=60)
+    assert proc.returncode == -9
+    with Store(db) as s:
+        (trial,) = s.trials()
+        assert trial.metrics.mpps == 3.5
+        assert s.finished_seqs(trial.run_id) == {0}
+
+
+def test_resume_bookkeeping(store: Store) -> None:
+    run_id = store.create_run("sweep", {}, plan(12))
+    for seq in (0, 2, 5, 7):
+        store.add_trial(record(run_id), seq=seq)
+    store.add_trial(record(run_id, status="aborted", error="interrupted"), seq=9)
+    assert store.finished_seqs(run_id) == {0, 2, 5, 7}
+    # 4 ok + 1 aborted: the aborted entry is re-run, so 8 of 12 remain
+    assert [e["seq"] for e in store.missing_plan(run_id)] == [1, 3, 4, 6, 8, 9, 10, 11]
+    # a failed trial counts as done (it is not retried by --resume): 4 ok + 1 failed + 1 aborted -> 7
+    store.add_trial(record(run_id, status="failed", error="boom"), seq=3)
+    missing = store.missing_plan(run_id)
+    assert [e["seq"] for e in missing] == [1, 4, 6, 8, 9, 10, 11]
+    assert missing[4] == plan(12)[9]  # whole plan entries, the aborted one among them
+    # a resumed run finishes seq 9; the aborted row stays as history
+    store.add_trial(record(run_id), seq=9)
+    assert 9 not in [e["seq"] for e in store.missing_plan(run_id)]
+    assert len(store.trials(run_id, status="aborted")) == 1
+    with pytest.raises(ValueError, match="seq 12"):
+        store.add_trial(record(run_id), seq=12)
+
+
+def test_pending_then_finished_and_mark_aborted(store: Store) -> None:
+    run_id = store.create_run("sweep", {}, plan(3))
+    pending_id = store.add_trial(record(run_id, status="pending", metrics=Metrics()), seq=0)
+    done_id = store.add_trial(record(run_id, mpps=12.0), seq=0)
+    assert done_id == pending_id  # the pending row is completed in place
+    assert [r.metrics.mpps for r in store.trials(run_id, status=None)] == [12.0]
+    store.add_trial(record(run_id, status="pending", metrics=Metrics()), seq=1)
+    assert store.mark_aborted(run_id) == 1
+    (aborted,) = store.trials(run_id, status="aborted")
+    assert aborted.error == "interrupted"
+    # a plan entry with no trial at all gets an aborted trial from the plan
+    assert store.mark_aborted(run_id, seq=2, error="SIGTERM") == 1
+    last = store.trials(run_id, status="aborted")[-1]
+    assert (last.config, last.error) == (plan(3)[2]["config"], "SIGTERM")
+    assert store.mark_aborted(run_id, seq=0) == 0  # seq 0 finished: nothing to abort
+    assert [e["seq"] for e in store.missing_plan(run_id)] == [1, 2]
+
+
+def test_metrics_table_and_view(store: Store) -> None:
+    run_id = store.create_run("m", {}, [])
+    a = store.add_trial(record(run_id, mpps=9.0))
+    b = store.add_trial(record(run_id, rx=1024, mpps=16.0))
+    rows = store._conn.execute(
+        "SELECT trial_id, value, accel FROM trial_metrics WHERE name = 'mpps' AND status = 'ok' ORDER BY value"
+    ).fetchall()
+    assert rows == [(a, 9.0, "tcg"), (b, 16.0, "tcg")]
+    names = {r[0] for r in store._conn.execute("SELECT name FROM metrics WHERE trial_id = ?", (a,))}
+    assert names == {"mpps", "loss_ratio", "tx_dropped", "drops.ring_full", "queue_shares.guest.port0.rxq0",
+                     "cpu.vswitch_pmd"}  # fmt: skip
+
+
+# -- schema versions ---------------------------------------------------------------------------------
+
+# The v1 schema exactly as labctl 0.1 wrote it (frozen here on purpose: old files do not change).
+V1_DDL = """
+CREATE TABLE runs (id INTEGER PRIMARY KEY, profile_name TEXT NOT NULL, profile_json TEXT NOT NULL,
+    plan_json TEXT NOT NULL DEFAULT '[]', created_at REAL NOT NULL, finished_at REAL,
+    status TEXT NOT NULL DEFAULT 'running'
+    CHECK (status IN ('running', 'finished', 'failed', 'aborted', 'imported')), host TEXT);
+CREATE TABLE configs (id INTEGER PRIMARY KEY, config_key TEXT NOT NULL UNIQUE, config_json TEXT NOT NULL);
+CREATE TABLE environments (id INTEGER PRIMARY KEY, fingerprint TEXT NOT NULL UNIQUE, env_json TEXT NOT NULL);
+CREATE TABLE trials (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    config_id INTEGER NOT NULL REFERENCES configs(id), env_id INTEGER NOT NULL REFERENCES environments(id),
+    repeat_index INTEGER NOT NULL DEFAULT 0, seq INTEGER,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'aborted', 'pending')), error TEXT,
+    metrics_json TEXT NOT NULL DEFAULT '{}', details_json TEXT NOT NULL DEFAULT '{}',
+    started_at REAL, finished_at REAL);
+CREATE INDEX trials_run_seq ON trials(run_id, seq);
+CREATE INDEX trials_config ON trials(config_id);
+CREATE TABLE warnings (id INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, text TEXT NOT NULL);
+CREATE INDEX warnings_trial ON warnings(trial_id, position);
+INSERT INTO runs VALUES (1, 'old', '{}', '[{"seq": 0, "config": {"a": 1}, "repeat_index": 0}]', 1.0, 2.0,
+    'finished', 'lab1');
+INSERT INTO configs VALUES (1, 'k1', '{"a": 1}');
+INSERT INTO environments VALUES (1, 'e1', '{"host": "lab1", "accel": "kvm"}');
+INSERT INTO trials VALUES (1, 1, 1, 1, 0, 0, 'ok', NULL, '{"mpps": 7.5, "drops": {"ring_full": 3}}', '{}', 1.0, 2.0);
+INSERT INTO warnings VALUES (1, 1, 0, 'old warning');
+PRAGMA user_version = 1;
+"""
+
+
+def test_v1_store_is_migrated(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.executescript(V1_DDL)
+    conn.close()
+    with Store(db) as s:
+        assert s.schema_version == SCHEMA_VERSION == 2
+        (trial,) = s.trials(1)
+        assert (trial.config, trial.metrics.mpps, trial.env.accel, trial.warnings) == (
+            {"a": 1},
+            7.5,
+            "kvm",
+            ["old warning"],
+        )
+        # the v2 step back-filled the metrics table from the stored JSON
+        rows = s._conn.execute("SELECT name, value FROM metrics WHERE trial_id = 1 ORDER BY name").fetchall()
+        assert rows == [("drops.ring_full", 3.0), ("mpps", 7.5)]
+        s.add_trial(TrialRecord(run_id=1, config={"a": 2}, metrics=Metrics(mpps=8.0)))
+        assert len(s.trials(1)) == 2
+    with Store(db) as again:  # re-opening a current store changes nothing
+        assert again.schema_version == 2
+
+
+def test_newer_schema_is_refused(db: Path) -> None:
+    with Store(db):
+        pass
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match=rf"schema version {SCHEMA_VERSION + 1}, newer .*\({SCHEMA_VERSION}\)"):
+        Store(db)
+
+
+def test_foreign_or_broken_files_are_refused(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="junk.db"):
+        Store(junk)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE stuff (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not a labctl result store"):
+        Store(other)
+    with pytest.raises(StoreError):
+        Store(tmp_path / "no" / "such" / "dir" / "x.db")
+
+
+# -- interchange --------------------------------------------------------------------------------------
+
+LINES = [
+    {
+        "config": {"guest.nics.0.rx_queue_size": 1024, "guest.nics.0.queues": 2},
+        "metrics": {"mpps": 9.8, "loss_ratio": 0.0002, "tx_dropped": 1200},
+        "env": {"host": "lab1", "accel": "kvm"},
+    },
+    {
+        "config": {"guest.nics.0.rx_queue_size": 256, "guest.nics.0.queues": 2},
+        "metrics": {"mpps": 15.1, "drops": {"ring_full": 4}},
+        "env": {"host": "lab1", "accel": "kvm"},
+        "status": "failed",
+        "error": "vhost: too many memory regions",
+        "warnings": ["two-band result"],
+        "details": {"q": [1, 2]},
+        "repeat_index": 2,
+    },
+]
+
+
+def write_jsonl(path: Path, lines: list) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def test_jsonl_import_export_round_trip(store: Store, tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", LINES[:1] + [""] + LINES[1:])  # a blank line is skipped
+    run_id, count = import_jsonl(store, src, run_name="lab1-results")
+    assert count == 2
+    run = store.run(run_id)
+    assert (run["profile_name"], run["status"], run["host"]) == ("lab1-results", "imported", "lab1")
+    assert store.missing_plan(run_id) == []
+    imported = store.trials(run_id, status=None)
+    assert [r.metrics.mpps for r in imported] == [9.8, 15.1]
+    assert imported[1].warnings == ["two-band result"] and imported[1].repeat_index == 2
+
+    out = tmp_path / "out.jsonl"
+    assert export_jsonl(store, out, run_id) == 2
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert exported[0] == {**LINES[0], "status": "ok", "repeat_index": 0}
+    assert exported[1] == LINES[1]
+
+    again, _ = import_jsonl(store, out)
+    strip = [r.model_copy(update={"id": None, "run_id": None}) for r in store.trials(again, status=None)]
+    assert strip == [r.model_copy(update={"id": None, "run_id": None}) for r in imported]
+    second = io.StringIO()
+    export_jsonl(store, second, again)
+    assert second.getvalue() == out.read_text()  # byte-identical after a second trip
+
+
+def test_export_of_stored_records_round_trips(store: Store, tmp_path: Path) -> None:
+    run_id = store.create_run("demo", {}, plan(2))
+    sent = [record(run_id), record(run_id, rx=1024, status="aborted", error="interrupted")]
+    for i, r in enumerate(sent):
+        store.add_trial(r, seq=i)
+    out = tmp_path / "x.jsonl"
+    export_jsonl(store, out, run_id)
+    new_run, _ = import_jsonl(store, out)
+    assert [r.model_copy(update={"id": None, "run_id": None}) for r in store.trials(new_run, status=None)] == [
+        r.model_copy(update={"run_id": None}) for r in sent
+    ]
+
+
+def test_malformed_line_names_line_and_field_and_imports_nothing(store: Store, tmp_path: Path) -> None:
+    bad = dict(LINES[0], metrics={"mpps": "fast"})
+    src = write_jsonl(tmp_path / "bad.jsonl", [LINES[0], LINES[1], bad, LINES[0]])
+    with pytest.raises(ImportFormatError) as info:
+        import_jsonl(store, src)
+    err = info.value
+    assert isinstance(err, UserError) and err.exit_code == 2
+    assert str(err).startswith(f"{src}:3: metrics.mpps: ")
+    assert "\n" not in str(err)
+    assert (err.line, err.field) == (3, "metrics.mpps")
+    assert store.runs() == [] and store.trials(status=None) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ('{"config": {"a": 1}, "metrics": {"mpps": 1.0}', ":2: not valid JSON"),
+        ("[1, 2]", ":2: expected a JSON object"),
+        ({"metrics": {"mpps": 1.0}}, ":2: config: missing"),
+        ({"config": {"a": [1]}}, ":2: config.a: a knob value must be"),
+        ({"config": {}, "env": {"accel": "xen"}}, ":2: env.accel: "),
+        ({"config": {}, "metrics": {"mppps": 1.0}}, ":2: metrics.mppps: unknown field (allowed: mpps,"),
+        ({"config": {}, "status": "great"}, ":2: status: "),
+        ({"config": {}, "id": 4}, ":2: id: is assigned by the store"),
+    ],
+)
+def test_bad_lines(store: Store, tmp_path: Path, line, where: str) -> None:
+    src = write_jsonl(tmp_path / "b.jsonl", [LINES[0], line])
+    with pytest.raises(ImportFormatError, match="^" + str(src).replace(".", r"\.") + where.replace("(", r"\(")):
+        import_jsonl(store, src)
+    assert store.latest_run_id() is None
+
+
+def test_more_bad_lines_are_counted(store: Store, tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "b.jsonl", ["{", LINES[0], "{", "{"])
+    with pytest.raises(ImportFormatError, match=r":1: .*\(2 more bad lines\)$"):
+        import_jsonl(store, src)
+
+
+def test_unreadable_or_empty_import(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(ImportFormatError, match="cannot read"):
+        import_jsonl(store, tmp_path / "missing.jsonl")
+    with pytest.raises(ImportFormatError, match="no trial records"):
+        import_jsonl(store, write_jsonl(tmp_path / "empty.jsonl", [""]))
+
+
+def test_failure_mid_import_rolls_back(store: Store, tmp_path: Path, monkeypatch) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", LINES)
+    real = Store.add_trial
+    calls = []
+
+    def flaky(self, rec, seq=None):
+        calls.append(seq)
+        if len(calls) == 2:
+            raise StoreError("disk full")
+        return real(self, rec, seq)
+
+    monkeypatch.setattr(Store, "add_trial", flaky)
+    with pytest.raises(StoreError, match="disk full"):
+        import_jsonl(store, src)
+    monkeypatch.undo()
+    assert store.runs() == [] and store.trials(status=None) == []
+    assert import_jsonl(store, src)[1] == 2  # the store is still usable
+
+
+def test_csv_columns(store: Store, tmp_path: Path) -> None:
+    run_id = store.create_run("demo", {}, plan(2))
+    a = store.add_trial(record(run_id), seq=0)
+    b = store.add_trial(record(run_id, rx=1024, status="failed", error="boom", metrics=Metrics(mpps=1.5)), seq=1)
+    out = tmp_path / "t.csv"
+    assert export_csv(store, out, run_id) == 2
+    with open(out, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    header = list(rows[0])
+    assert header[:6] == ["run_id", "trial_id", "status", "repeat_index", "host", "accel"]
+    knobs = list(config())
+    assert header[6 : 6 + len(knobs)] == knobs
+    for column in ("mpps", "gbps", "loss_ratio", "tx_dropped", "window_s", "drops.ring_full", "cpu.vswitch_pmd",
+                   "error", "warnings"):  # fmt: skip
+        assert column in header
+    assert "drops" not in header and "config" not in header
+    first, second = rows
+    assert (first["run_id"], first["trial_id"], first["status"]) == (str(run_id), str(a), "ok")
+    assert (first["host"], first["accel"]) == ("lab1", "tcg")
+    assert (first["guest.nics.0.rx_queue_size"], first["guest.hugepages"], first["uri"]) == ("256", "false", "")
+    assert (first["mpps"], first["tx_dropped"], first["drops.ring_full"], first["gbps"]) == ("9.8", "1200", "1200", "")
+    assert first["warnings"] == "shared cores; two-band result"
+    assert (second["trial_id"], second["status"], second["mpps"], second["error"]) == (str(b), "failed", "1.5", "boom")
+    assert second["drops.ring_full"] == ""
