@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from .errors import LabError, ProfileError
+from .errors import KnobError, LabError, ProfileError, UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="QEMU/KVM lab automation and virtio-net tuning advisor.")
@@ -124,6 +124,148 @@ def run_cmd(file: Path, set_: Optional[List[str]] = typer.Option(None, "--set", 
         typer.echo(trial_summary(record))
     if record.status != "ok":
         raise typer.Exit(1)
+
+
+DB_OPTION = typer.Option(Path("labctl.db"), "--db", help="SQLite result store")
+
+
+@app.command()
+def sweep(file: Path, db: Path = DB_OPTION,
+          repeat: Optional[int] = typer.Option(None, help="repeats per configuration (default: the profile's)"),
+          resume: bool = typer.Option(False, "--resume", help="finish the newest unfinished run of this profile"),
+          set_: Optional[List[str]] = typer.Option(None, "--set", help="KNOB=VALUE, repeatable"),
+          as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON")) -> None:
+    """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
+    from .profiles import load_profile
+    from .sweep import run_sweep
+
+    if repeat is not None and not 1 <= repeat <= 100:
+        raise KnobError(f"--repeat {repeat}: out of range (allowed: 1..100)")
+    loaded = load_profile(file, _overrides(set_))
+    for warning in loaded.warnings:
+        typer.echo(warning.render(str(file)), err=True)
+    if as_json:
+        result = run_sweep(loaded, db, repeat, resume)
+    else:
+        result = _sweep_with_progress(loaded, db, repeat, resume)
+    summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
+    if as_json:
+        _print_json(summary)
+    else:
+        typer.echo(f"run {result.run_id}: {result.ok} ok, {result.failed} failed -> {db} "
+                   f"(labctl report --db {db} --run {result.run_id})")
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _sweep_with_progress(loaded, db, repeat, resume):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .sweep import run_sweep
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+                  console=console, transient=False) as progress:
+        task = {}
+
+        def started(run_id: int, total: int) -> None:
+            task["id"] = progress.add_task(f"run {run_id}", total=total, last="")
+
+        def finished(event) -> None:
+            record = event.record
+            knobs = " ".join(f"{k.split('.')[-1]}={v}" for k, v in event.entry["config"].items())
+            rate = (f"{record.metrics.mpps:.2f} Mpps" if record.status == "ok" and record.metrics.mpps is not None
+                    else record.status)
+            progress.update(task["id"], completed=event.done, last=f"last: {knobs} -> {rate}")
+
+        return run_sweep(loaded, db, repeat, resume, on_start=started, on_trial=finished)
+
+
+def _open_store(db: Path):
+    from .store import Store
+
+    if not db.exists():
+        raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
+    return Store(db)
+
+
+@app.command()
+def report(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run", help="run id (default: newest)"),
+           by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
+           fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
+           metric: str = typer.Option("mpps", "--metric", help="metric to summarize"),
+           plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table")) -> None:
+    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes."""
+    from .record import Metrics
+    from .report import build_report, render, render_terminal_plot
+
+    if fmt not in ("table", "md", "csv", "json"):
+        raise UserError(f"--format {fmt}: not a report format (allowed: table, md, csv, json)")
+    scalar = [k for k, f in Metrics.model_fields.items() if f.annotation in (float | None, int | None)]
+    if metric not in scalar:
+        raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(scalar)})")
+    with _open_store(db) as store:
+        run_id = run if run is not None else store.latest_run_id()
+        if run_id is None:
+            raise UserError(f"--db {db}: holds no runs")
+        store.run(run_id)
+        records = store.trials(run_id)
+    result = build_report(records, by, run_id, metric)
+    typer.echo(render(result, fmt))
+    if fmt == "table" and plot and len(result.rows) > 1:
+        typer.echo(render_terminal_plot(result))
+
+
+@app.command("plot")
+def plot_cmd(by: str = typer.Option(..., "--by", help="knob on the x axis"),
+             out: Path = typer.Option(..., "--out", help="PNG file to write"),
+             db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run"),
+             metric: str = typer.Option("mpps", "--metric")) -> None:
+    """Plot medians with 95% intervals against one knob, one series per combination of the others."""
+    from .plot import plot_report
+    from .report import build_report
+
+    if out.suffix.lower() != ".png":
+        raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
+    with _open_store(db) as store:
+        run_id = run if run is not None else store.latest_run_id()
+        if run_id is None:
+            raise UserError(f"--db {db}: holds no runs")
+        records = store.trials(run_id)
+    written = plot_report(build_report(records, by, run_id, metric), out)
+    typer.echo(f"wrote {written}")
+
+
+@app.command("import")
+def import_cmd(file: Path, db: Path = DB_OPTION,
+               name: Optional[str] = typer.Option(None, "--name", help="name for the imported run")) -> None:
+    """Load trials from JSON lines (other hosts, other labs) into the store, all or nothing."""
+    from .interchange import import_jsonl
+    from .store import Store
+
+    with Store(db) as store:
+        run_id, count = import_jsonl(store, file, name)
+    typer.echo(f"imported {count} trials as run {run_id} into {db}")
+
+
+@app.command("export")
+def export_cmd(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run"),
+               fmt: str = typer.Option("jsonl", "--format", help="jsonl | csv"),
+               out: Optional[Path] = typer.Option(None, "--out", help="file (default: standard output)")) -> None:
+    """Write trials as JSON lines (the import format) or CSV."""
+    from .interchange import export_csv, export_jsonl
+
+    if fmt not in ("jsonl", "csv"):
+        raise UserError(f"--format {fmt}: not an export format (allowed: jsonl, csv)")
+    writer = export_jsonl if fmt == "jsonl" else export_csv
+    with _open_store(db) as store:
+        if run is not None:
+            store.run(run)
+        count = writer(store, out if out is not None else sys.stdout, run)
+    if out is not None:
+        typer.echo(f"wrote {count} trials to {out}", err=True)
 
 
 @app.command()

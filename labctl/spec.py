@@ -33,8 +33,15 @@ class Nic(Model):
     tx_queue_size: int = 256
 
 
+def _vcpu_keys(value: Any) -> Any:
+    """vCPU indexes come back from JSON (the result store) as strings: "0" -> 0."""
+    if isinstance(value, dict):
+        return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in value.items()}
+    return value
+
+
 class Pinning(Model):
-    vcpus: dict[int, CpuSet] = Field(default_factory=dict)
+    vcpus: Annotated[dict[int, CpuSet], BeforeValidator(_vcpu_keys)] = Field(default_factory=dict)
     emulator: CpuSet | None = None
     vhost: CpuSet | None = None
 

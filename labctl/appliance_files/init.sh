@@ -19,6 +19,7 @@
 #   labctl.mbufs=N [8192]  labctl.macs=MAC,MAC [all virtio-net NICs]  labctl.topology=paired|chained|loop
 #   labctl.channel=NAME    also write LABCTL lines to the virtio-serial port of that name
 #   labctl.timeout=SECONDS [duration + 600] hard limit before power off
+#   labctl.ready_timeout=SECONDS [300] for testpmd to bring its ports up
 #   labctl.debug=1         copy testpmd's own output to the console
 # Every line meant for the host starts with LABCTL-; nothing else on the console is a contract.
 
@@ -293,7 +294,10 @@ mode_workload() {
 
     ready=/tmp/labctl.ready
     log=/tmp/testpmd.log
-    rm -f "$ready"
+    ended=/tmp/labctl.ended
+    ready_timeout=${LABCTL_ready_timeout:-300}
+    is_uint "$ready_timeout" || ready_timeout=300
+    rm -f "$ready" "$ended"
     start="start"
     [ "$tx_first" -gt 0 ] && start="start tx_first $tx_first"
     # shellcheck disable=SC2086
@@ -302,29 +306,39 @@ mode_workload() {
         --rxq="$rxq" --txq="$txq" --nb-cores="$nbcores" --total-num-mbufs="$mbufs" \
         --port-topology="$topology"
     emit "LABCTL-INFO {\"testpmd\": $(json_str "dpdk-testpmd $*")}"
-    started=$(awk '{ print int($1) }' /proc/uptime)
     {
-        # wait until testpmd has set its ports up, then drive it like a person at its prompt
+        # wait until testpmd has set its ports up, then drive it like a person at its prompt;
+        # give up as soon as testpmd (and so the awk reading it) has gone
+        nap() {
+            n=0
+            while [ "$n" -lt "$1" ]; do
+                [ -e "$ended" ] && return 1
+                sleep 1
+                n=$((n + 1))
+            done
+        }
         i=0
-        while [ ! -e "$ready" ] && [ $i -lt 3000 ]; do sleep 0.2; i=$((i + 1)); done
-        if [ -e "$ready" ]; then
+        while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt "$ready_timeout" ]; do
             sleep 1
+            i=$((i + 1))
+        done
+        if [ -e "$ready" ] && nap 1; then
             echo "$start"
             t=0
             while [ "$t" -lt "$duration" ]; do
                 step=$period
                 [ $((t + step)) -gt "$duration" ] && step=$((duration - t))
-                sleep "$step"
+                nap "$step" || break
                 t=$((t + step))
                 [ "$t" -lt "$duration" ] && echo "show fwd stats all"
             done
             echo "stop"
-            sleep 2
+            nap 2
         fi
         echo "quit"
-        sleep 5
-    } | dpdk-testpmd "$@" 2>&1 | awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" \
-            -v chan="$CHANNEL_DEV" -v log="$log" -v started="$started" '
+        nap 30
+        } | dpdk-testpmd "$@" 2>&1 | awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" \
+            -v chan="$CHANNEL_DEV" -v logfile="$log" -v ended="$ended" '
         function out(s) {
             print s
             fflush()
@@ -351,7 +365,7 @@ mode_workload() {
         }
         BEGIN { t0 = now(); nports = 0; final = 0; port = -1 }
         {
-            print $0 >> log
+            print $0 >> logfile
             if (debug == "1") { print "testpmd: " $0; fflush() }
         }
         /Checking link statuses/ { checking = 1 }
@@ -378,6 +392,7 @@ mode_workload() {
         }
         /EAL: Error|EAL: FATAL|Cannot init|Fail to|Failed to|error/ { lasterr = $0 }
         END {
+            printf "" > ended; close(ended)
             # with one port there is no accumulated block: report what was seen
             if (nports > 0) report(final)
             if (lasterr != "") {
