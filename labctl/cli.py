@@ -60,18 +60,36 @@ def render(file: Path, uri: Optional[str] = typer.Option(None, help="libvirt URI
 
 @app.command()
 def up(file: Path, uri: Optional[str] = typer.Option(None, help="libvirt URI (default: the profile's)"),
+       mode: str = typer.Option("verify", help="verify: report the NICs and power off; workload: run testpmd"),
+       timeout: float = typer.Option(300.0, help="seconds to wait for the guest's report"),
        as_json: bool = typer.Option(False, "--json", help="print one JSON document")) -> None:
-    """Define and start the profile's guest."""
+    """Define and start the profile's guest; print requested vs negotiated per NIC."""
     from .lab import up as lab_up
     from .profiles import load_profile
 
-    result = lab_up(load_profile(file), uri)
+    phase = None if as_json else (lambda text: typer.echo(f"[{text}]", err=True))
+    result = lab_up(load_profile(file), uri, mode, timeout, phase)
     if as_json:
         _print_json(result.to_dict())
         return
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"{result.domain}: {result.state} on {result.uri} (domain type {result.domain_type})")
+    boot = f", report after {result.boot_s:.1f} s" if result.boot_s else ""
+    typer.echo(f"{result.domain}: {result.state} on {result.uri} (domain type {result.domain_type}{boot})")
+    for nic in result.nics:
+        req, neg = nic["requested"], nic["negotiated"] or {}
+        typer.echo(f"nic{nic['index']} {req['backend']:<9} {neg.get('ifname') or '?':<5} "
+                   f"queues {req['queues']}->{neg.get('queues')}  rx {req['rx_ring']}->{neg.get('rx_ring')}  "
+                   f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
+        for reason in nic["differences"]:
+            typer.echo(f"     {reason}")
+    applied = result.pins.get("applied") or {}
+    threads = applied.get("threads") or {}
+    if threads:
+        typer.echo(f"pins: vcpus {threads.get('vcpus')} emulator {threads.get('emulator')} "
+                   f"vswitch {applied.get('vswitch') or '-'}")
+    for problem in result.pins.get("mismatches") or []:
+        typer.echo(f"warning: pin not applied: {problem}", err=True)
 
 
 @app.command()

@@ -53,6 +53,8 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
 
 
 def _interface(devices: ET.Element, profile: Profile, index: int, nic: Nic, ctx: RenderContext) -> None:
+    from .negotiation import nic_mac
+
     if nic.backend == "vhostuser":
         iface = _sub(devices, "interface", type="vhostuser")
         _sub(iface, "source", type="unix", path=str(socket_path(profile, index, ctx.run_dir)), mode="client")
@@ -62,6 +64,7 @@ def _interface(devices: ET.Element, profile: Profile, index: int, nic: Nic, ctx:
     else:
         iface = _sub(devices, "interface", type="network")
         _sub(iface, "source", network="default")
+    _sub(iface, "mac", address=nic_mac(profile, index))
     _sub(iface, "model", type="virtio")
     driver_attrs = {"queues": str(nic.queues), "rx_queue_size": str(nic.rx_queue_size),
                     "tx_queue_size": str(nic.tx_queue_size)}

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, get_origin
 
 from .errors import StoreError, UserError
-from .record import Environment, Metrics, TrialRecord, config_key
+from .record import Environment, Metrics, TrialRecord
 
 DEFAULT_PATH = Path("labctl.db")
 

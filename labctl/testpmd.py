@@ -77,9 +77,11 @@ class TestpmdOptions:
     burst: int = 32
     total_mbufs: int = 65536
     extra: list[str] = field(default_factory=list)
+    stats_period_s: int | None = None  # non-interactive: forward at once, print stats, run until signalled
 
     def argv(self) -> list[str]:
-        args = ["-i", f"--forward-mode={self.forward_mode}", f"--nb-cores={self.nb_cores}",
+        mode = ["-i"] if self.stats_period_s is None else [f"--stats-period={self.stats_period_s}"]
+        args = [*mode, f"--forward-mode={self.forward_mode}", f"--nb-cores={self.nb_cores}",
                 f"--rxq={self.rxq}", f"--txq={self.txq}", f"--burst={self.burst}",
                 f"--total-num-mbufs={self.total_mbufs}", "--no-lsc-interrupt", "--disable-link-check"]
         if self.rxd:
@@ -132,6 +134,30 @@ class Testpmd:
         self._reader = threading.Thread(target=self._read, name=f"testpmd-{self.role}", daemon=True)
         self._reader.start()
         return self.proc.pid
+
+    def start_daemon(self) -> int:
+        """Start non-interactively (needs ``app.stats_period_s``): it outlives labctl, logging to a file,
+        and stops on SIGTERM (``labctl down``)."""
+        if self.app.stats_period_s is None:
+            raise ValueError("a daemon testpmd needs stats_period_s")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        return self.proc.pid
+
+    def wait_paths(self, paths: list[Path], timeout_s: float = 60.0) -> None:
+        """Wait until every path exists (a daemon's vhost-user sockets)."""
+        deadline = time.monotonic() + timeout_s
+        while not all(p.exists() for p in paths):
+            if self.proc and self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+                raise WorkloadError(f"{self.role} testpmd exited with code {self.proc.returncode}: "
+                                    f"{' / '.join(tail)} (log {self.log_path})")
+            if time.monotonic() > deadline:
+                raise WorkloadError(f"{self.role} testpmd made no {paths[0].name} within {timeout_s:.0f} s "
+                                    f"(log {self.log_path})")
+            time.sleep(0.05)
 
     def _read(self) -> None:
         assert self.proc and self.proc.stdout

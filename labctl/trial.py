@@ -15,10 +15,8 @@ import re
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .cpuset import format_cpuset
 from .domxml import socket_path
 from .environment import cpu_hz, fingerprint
 from .errors import LabError, UserError, WorkloadError, ZeroForwardingError
@@ -26,14 +24,15 @@ from .forwarder import effective_rings, embedded_forwarder
 from .hugepages import reserve
 from .knobs import flatten
 from .lab import log_dir, run_dir
-from .monitor import ThreadMonitor, process_started
+from .monitor import ThreadMonitor
+from .pins import dpdk_worker_pins
 from .profiles import LoadedProfile
 from .record import Metrics, TrialRecord
 from .spec import Profile
 from .state import LabState, locked, teardown
-from .telemetry import RUNTIME_ROOT, Telemetry
+from .telemetry import Telemetry
 from .testpmd import FwdStats, Testpmd
-from .vswitch import vswitch_config, vswitch_testpmd
+from .vswitch import start_recorded, vswitch_config, vswitch_testpmd
 
 LINK_TIMEOUT_S = 30.0
 MEMORY_ERRORS = re.compile(r"(?i)too many memory regions|failed to (?:mmap|map) .*region|"
@@ -160,28 +159,6 @@ def _wait_links(tel: Telemetry, ports: int, proc: Testpmd, timeout_s: float = LI
         time.sleep(0.05)
 
 
-def _applied_pins(role: str, pid: int) -> dict[str, str]:
-    """Affinity of the DPDK worker threads (lcore-worker-N) as the kernel reports it."""
-    pins = {}
-    try:
-        for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
-            with open(f"/proc/{pid}/task/{tid}/comm", encoding="ascii") as handle:
-                name = handle.read().strip()
-            if name.startswith(("rte-worker", "lcore-worker")):
-                pins[f"{role}.{name}"] = format_cpuset(os.sched_getaffinity(tid))
-    except OSError:
-        pass
-    return pins
-
-
-def _start(state: LabState, proc: Testpmd) -> int:
-    """Record the runtime dir, start the process, record its pid (with start time)."""
-    state.record("dir", str(RUNTIME_ROOT / proc.eal.file_prefix))
-    pid = proc.start()
-    state.record("process", str(pid), role=proc.role, started=process_started(pid))
-    return pid
-
-
 def run_trial(loaded: LoadedProfile, on_phase: Callable[[str], None] | None = None,
               repeat_index: int = 0) -> TrialRecord:
     """Run one trial of an embedded profile; returns its record (status ok or failed)."""
@@ -244,11 +221,11 @@ def _run(profile: Profile, state: LabState, record: TrialRecord, phase: Callable
         state.record("path", str(sock))
     timings["prepare_s"] = time.monotonic() - t_setup
     procs.append(vswitch)
-    vs_pid = _start(state, vswitch)
+    vs_pid = start_recorded(state, vswitch)
     vswitch.wait_ready()
     timings["vswitch_ready_s"] = time.monotonic() - t_setup
     procs.append(guest)
-    g_pid = _start(state, guest)
+    g_pid = start_recorded(state, guest)
     guest.wait_ready()
     timings["guest_ready_s"] = time.monotonic() - t_setup
     with Telemetry.connect(vswitch.eal.file_prefix) as vs_tel, Telemetry.connect(guest.eal.file_prefix) as g_tel:
@@ -278,7 +255,7 @@ def _run(profile: Profile, state: LabState, record: TrialRecord, phase: Callable
     record.details["threads"] = [t.__dict__ for t in report.threads if t.cpu_pct >= 1.0]
     record.details["monitor_cost_pct"] = report.cost_pct
     record.details["rings"] = dict(zip(("rxd", "txd"), effective_rings(profile)))
-    pins = {**_applied_pins("vswitch", vs_pid), **_applied_pins("guest", g_pid)}
+    pins = {**dpdk_worker_pins("vswitch", vs_pid), **dpdk_worker_pins("guest", g_pid)}
     pollers = vswitch.app.nb_cores + guest.app.nb_cores
     shared = bool(report.shared_busy_cpus) or pollers > len(os.sched_getaffinity(0))
     record.warnings.extend(report.warnings())

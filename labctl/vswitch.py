@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cpuset import format_cpuset, online_cpus, parse_cpuset
 from .errors import WorkloadError
 from .spec import Profile
 from .testpmd import EalOptions, Testpmd, TestpmdOptions, mbuf_budget
+
+if TYPE_CHECKING:
+    from .state import LabState
 
 GENERATOR_BURST = 32
 GENERATOR_FLOWS = 64
@@ -61,13 +65,26 @@ def vswitch_config(profile: Profile, sockets: list[Path], file_prefix: str,
                          file_prefix=file_prefix, hugepages_dir=hugepages_dir)
 
 
-def vswitch_testpmd(config: VswitchConfig, log_path: Path) -> Testpmd:
+def vswitch_testpmd(config: VswitchConfig, log_path: Path, forward_mode: str = "flowgen",
+                    stats_period_s: int | None = None) -> Testpmd:
     vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={config.queues}"
              for i, sock in enumerate(config.sockets)]
     mbufs, memory_mb = mbuf_budget(len(config.sockets), config.queues, 1024, 1024)
     eal = EalOptions(file_prefix=config.file_prefix, lcores=lcores_argument(config.pmds), vdevs=vdevs,
                      memory_mb=memory_mb, hugepages_dir=config.hugepages_dir)
-    app = TestpmdOptions(forward_mode="flowgen", nb_cores=len(config.pmds), rxq=config.queues,
-                         txq=config.queues, burst=GENERATOR_BURST, total_mbufs=mbufs,
-                         extra=[f"--txpkts={config.packet_size}", f"--flowgen-flows={GENERATOR_FLOWS}"])
+    extra = [f"--txpkts={config.packet_size}", f"--flowgen-flows={GENERATOR_FLOWS}"] if forward_mode == "flowgen" else []
+    app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(config.pmds), rxq=config.queues,
+                         txq=config.queues, burst=GENERATOR_BURST, total_mbufs=mbufs, extra=extra,
+                         stats_period_s=stats_period_s)
     return Testpmd("vswitch", eal, app, log_path)
+
+
+def start_recorded(state: "LabState", proc: Testpmd, daemon: bool = False) -> int:
+    """Record the DPDK runtime dir, start the process, record its pid with its start time."""
+    from .monitor import process_started
+    from .telemetry import RUNTIME_ROOT
+
+    state.record("dir", str(RUNTIME_ROOT / proc.eal.file_prefix))
+    pid = proc.start_daemon() if daemon else proc.start()
+    state.record("process", str(pid), role=proc.role, started=process_started(pid))
+    return pid

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from labctl import hypervisor
-from labctl.errors import HypervisorError, UserError
+from labctl.errors import HypervisorError
 from labctl.lab import down, status, up
 from labctl.profiles import load_profile
 from labctl.state import load_state, locked, teardown

@@ -1,0 +1,144 @@
+"""Fidelity of labctl's measurement: the same settings through `labctl run` and through testpmd
+launched by hand (plain command lines, forward statistics read at the start and end of the window),
+interleaved, 5 pairs. Prints one JSON document: both medians, their ratio, the thread monitor's
+cost, and set-up plus teardown as a share of a 10 s trial.
+
+Targets: ratio >= 0.98; monitor < 1% of a core; set-up + teardown < 10% of the trial.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILE = ROOT / "domains" / "quick.yaml"
+PAIRS = int(os.environ.get("FIDELITY_PAIRS", "5"))
+DURATION_S = float(os.environ.get("FIDELITY_DURATION_S", "10"))
+WARMUP_S = 2.0
+SETTINGS = ["guest.nics.*.rx_queue_size=256", "workload.burst=32", "guest.hugepages=false",
+            f"workload.duration_s={DURATION_S:g}", f"workload.warmup_s={WARMUP_S:g}"]
+FWD = re.compile(r"Forward statistics for port (\d+)\s+-+\s+RX-packets:\s+(\d+)")
+
+
+def labctl_trial(workdir: Path) -> dict:
+    env = {**os.environ, "LABCTL_STATE_DIR": str(workdir / "state"), "LABCTL_RUN_DIR": str(workdir / "run"),
+           "LABCTL_LOG_DIR": str(workdir / "log")}
+    argv = [str(ROOT / ".venv/bin/labctl"), "run", str(PROFILE), "--json"]
+    for setting in SETTINGS:
+        argv += ["--set", setting]
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    wall = time.monotonic() - started
+    record = json.loads(proc.stdout)
+    timings = record["details"]["timings"]
+    return {"mpps": record["metrics"]["mpps"], "wall_s": wall, "monitor_cost_pct": record["details"]["monitor_cost_pct"],
+            "setup_s": timings["setup_s"], "teardown_s": timings["teardown_s"] + timings.get("stop_s", 0.0)}
+
+
+class Manual:
+    """testpmd started by hand: vswitch (flowgen on net_vhost) and guest (io on net_virtio_user)."""
+
+    def __init__(self, workdir: Path):
+        self.dir = workdir
+        self.socks = [workdir / "m0.sock", workdir / "m1.sock"]
+
+    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen:
+        return subprocess.Popen(["stdbuf", "-oL", *argv], stdin=subprocess.PIPE, stdout=open(log, "w"),
+                                stderr=subprocess.STDOUT, text=True)
+
+    def _wait(self, log: Path, needle: str, count: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while log.read_text(errors="replace").count(needle) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {needle!r} in {log}")
+            time.sleep(0.05)
+
+    def trial(self) -> float:
+        for sock in self.socks:
+            sock.unlink(missing_ok=True)
+        vs_log, g_log = self.dir / "vs.log", self.dir / "g.log"
+        vs = self._popen(["dpdk-testpmd", "--lcores", "0@(0-1),1@(0)", "--file-prefix", "manual-vs", "--no-pci",
+                          "-m", "256", "--single-file-segments", "--no-huge",
+                          "--vdev", f"net_vhost0,iface={self.socks[0]},queues=1",
+                          "--vdev", f"net_vhost1,iface={self.socks[1]},queues=1", "--",
+                          "-i", "--forward-mode=flowgen", "--nb-cores=1", "--total-num-mbufs=16384",
+                          "--disable-link-check", "--txpkts=64", "--flowgen-flows=64"], vs_log)
+        self._wait(vs_log, "testpmd> ")
+        guest = self._popen(["dpdk-testpmd", "--lcores", "0@(0-1),1@(1)", "--file-prefix", "manual-g", "--no-pci",
+                             "-m", "256", "--single-file-segments", "--no-huge",
+                             "--vdev", f"net_virtio_user0,path={self.socks[0]},queues=1,queue_size=256",
+                             "--vdev", f"net_virtio_user1,path={self.socks[1]},queues=1,queue_size=256", "--",
+                             "-i", "--forward-mode=io", "--nb-cores=1", "--burst=32", "--rxd=256", "--txd=256",
+                             "--total-num-mbufs=16384", "--disable-link-check"], g_log)
+        self._wait(g_log, "testpmd> ")
+        self._wait(vs_log, "virtio is now ready for processing", 2)
+        for proc in (guest, vs):
+            proc.stdin.write("start\n")
+            proc.stdin.flush()
+        time.sleep(WARMUP_S)
+        before = self._rx(vs, vs_log)
+        t0 = time.monotonic()
+        time.sleep(DURATION_S)
+        after = self._rx(vs, vs_log)
+        window = time.monotonic() - t0
+        for proc in (guest, vs):
+            proc.stdin.write("stop\nquit\n")
+            proc.stdin.flush()
+            proc.wait(30)
+        for prefix in ("manual-vs", "manual-g"):
+            shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+        return (after - before) / window / 1e6
+
+    def _rx(self, proc: subprocess.Popen, log: Path) -> int:
+        count = log.read_text(errors="replace").count("Accumulated forward statistics")
+        proc.stdin.write("show fwd stats all\n")
+        proc.stdin.flush()
+        self._wait(log, "Accumulated forward statistics", count + 1)
+        time.sleep(0.05)
+        text = log.read_text(errors="replace")
+        block = text[text.rfind("Forward statistics for port 0"):]
+        return sum(int(rx) for _port, rx in FWD.findall(block)[:2])
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="labctl-fidelity-") as tmp:
+        workdir = Path(tmp)
+        manual = Manual(workdir)
+        labctl_runs, manual_runs = [], []
+        for pair in range(PAIRS):
+            # interleaved, and the order alternates so neither side always runs first
+            if pair % 2 == 0:
+                labctl_runs.append(labctl_trial(workdir))
+                manual_runs.append(manual.trial())
+            else:
+                manual_runs.append(manual.trial())
+                labctl_runs.append(labctl_trial(workdir))
+        labctl_mpps = [r["mpps"] for r in labctl_runs]
+        median_labctl, median_manual = statistics.median(labctl_mpps), statistics.median(manual_runs)
+        overhead = [(r["setup_s"] + r["teardown_s"]) / DURATION_S for r in labctl_runs]
+        print(json.dumps({
+            "benchmark": "fidelity", "pairs": PAIRS, "duration_s": DURATION_S,
+            "labctl_mpps": labctl_mpps, "manual_mpps": manual_runs,
+            "median_labctl_mpps": median_labctl, "median_manual_mpps": median_manual,
+            "ratio": median_labctl / median_manual if median_manual else None,
+            "monitor_cost_pct_of_core": statistics.median(r["monitor_cost_pct"] for r in labctl_runs),
+            "setup_s": statistics.median(r["setup_s"] for r in labctl_runs),
+            "teardown_s": statistics.median(r["teardown_s"] for r in labctl_runs),
+            "setup_teardown_share_of_trial": statistics.median(overhead),
+            "labctl_wall_s": statistics.median(r["wall_s"] for r in labctl_runs),
+            "targets": {"ratio": ">= 0.98", "monitor_cost_pct_of_core": "< 1", "setup_teardown_share_of_trial": "< 0.10"},
+            "host_note": "2-vCPU guest host: two pollers plus control threads on 2 CPUs (oversubscribed)",
+        }, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The main job: the embedded lab end to end (no VM). A sweep of domains/quick.yaml with repeats,
+# the results table, a plot and the advice. Results land in out/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LABCTL=.venv/bin/labctl
+mkdir -p out
+DB=out/demo.db
+rm -f "$DB" "$DB-wal" "$DB-shm"
+
+echo "== labctl doctor"
+$LABCTL doctor
+echo
+echo "== labctl validate domains/quick.yaml"
+$LABCTL validate domains/quick.yaml
+echo
+echo "== labctl sweep domains/quick.yaml --repeat 3 (embedded lab: DPDK vswitch <-> virtio_user guest)"
+$LABCTL sweep domains/quick.yaml --db "$DB" --repeat 3
+echo
+echo "== labctl report"
+$LABCTL report --db "$DB"
+echo
+echo "== labctl plot"
+$LABCTL plot --db "$DB" --by 'guest.nics.*.rx_queue_size' --out out/demo.png
+if $LABCTL advise --help >/dev/null 2>&1; then
+  echo
+  echo "== labctl advise"
+  $LABCTL advise --db "$DB"
+fi
