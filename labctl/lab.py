@@ -13,6 +13,7 @@ from .domxml import RenderContext, render, serial_log, socket_path, tap_name
 from .errors import HypervisorError, LabError, UserError
 from .host import kvm_status
 from .negotiation import compare_nics
+from .paths import log_dir, run_dir
 from .pins import dpdk_worker_pins, pin_mismatches, qemu_pid, qemu_thread_pins, requested_pins
 from .profiles import LoadedProfile
 from .spec import Profile
@@ -20,14 +21,6 @@ from .state import LabState, all_states, load_state, locked, teardown
 from .vswitch import start_recorded, vswitch_config, vswitch_testpmd
 
 QEMU_GROUP = "libvirt-qemu"  # Debian's qemu.conf runs QEMU as libvirt-qemu:libvirt-qemu
-
-
-def run_dir() -> Path:
-    return Path(os.environ.get("LABCTL_RUN_DIR", "/run/labctl"))
-
-
-def log_dir() -> Path:
-    return Path(os.environ.get("LABCTL_LOG_DIR", "/var/log/labctl"))
 
 
 @dataclass

@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import StateError
+from .paths import state_dir
 
 KINDS = ("domain", "process", "path", "dir", "mount", "tap", "sysctl", "network")
-
-
-def state_dir() -> Path:
-    return Path(os.environ.get("LABCTL_STATE_DIR", "/var/lib/labctl/state"))
 
 
 @dataclass

@@ -23,7 +23,7 @@ from .errors import LabError, UserError, WorkloadError, ZeroForwardingError
 from .forwarder import effective_rings, embedded_forwarder
 from .hugepages import reserve
 from .knobs import flatten
-from .lab import log_dir, run_dir
+from .paths import log_dir, run_dir
 from .monitor import ThreadMonitor
 from .pins import dpdk_worker_pins
 from .profiles import LoadedProfile

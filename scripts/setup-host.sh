@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   qemu-system-x86 qemu-utils
-  libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-clients libvirt-dev
+  libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-daemon-config-network
+  libvirt-clients libvirt-dev
   libxml2-utils dnsmasq-base pkg-config iproute2 kmod cpio
   dpdk dpdk-dev librte-net-vhost23 librte-net-virtio23 librte-mempool-ring23
   busybox-static ethtool iperf3 tmux
