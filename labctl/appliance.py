@@ -61,10 +61,14 @@ TOOL_PACKAGES: tuple[str, ...] = (
     "librte-mempool-ring23",
     "librte-bus-pci23",
     "libc6",
+    "coreutils",
 )
 
 BUSYBOX = "/bin/busybox"
 BINARIES: tuple[str, ...] = ("/sbin/ethtool", "/usr/bin/dpdk-testpmd")
+# coreutils' stdbuf preload library: testpmd writes to a pipe in the appliance, and its stdio would
+# hold every line until exit without _STDBUF_O=L
+PRELOAD_LIBS: tuple[str, ...] = ("/usr/libexec/coreutils/libstdbuf.so",)
 
 # Module groups, loaded by init.sh from /etc/labctl/modules.<group>. Each list is completed with its
 # dependencies and put in dependency order at build time; the order below is the load order the
@@ -95,6 +99,8 @@ DPDK_PLUGINS: tuple[str, ...] = (
     "librte_mempool_ring",
 )
 DPDK_LIBDIR = Path("/usr/lib/x86_64-linux-gnu/dpdk")
+
+KEEP_ENTRIES = 3  # cache entries kept after a build (each about 17 MB)
 
 INIT_SH = "init.sh"
 ENTRY_META = "appliance.json"
@@ -163,9 +169,13 @@ def compute_key(inputs: KeyInputs) -> str:
 
 
 def default_cache_dir() -> Path:
+    """LABCTL_CACHE_DIR, else /var/cache/labctl/appliance for root (QEMU runs as libvirt-qemu and
+    cannot read /root), else the user's XDG cache."""
     env = os.environ.get("LABCTL_CACHE_DIR")
     if env:
         return Path(env).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/cache/labctl/appliance")
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "labctl" / "appliance"
@@ -207,16 +217,14 @@ def _sha256_file(path: Path) -> str:
 # --- apt: what the kernel is, and fetching it ---------------------------------------------------------
 
 
-def _apt_candidate(package: str) -> str | None:
-    proc = _run(["apt-cache", "policy", package], check=False)
-    m = re.search(r"^\s*Candidate:\s*(\S+)", proc.stdout, re.M)
-    if not m or m.group(1) == "(none)":
-        return None
-    return m.group(1)
+APT_LISTS = Path("/var/lib/apt/lists")
+APT_CONFIG = Path("/etc/apt")
+_RESOLUTION_MEMO = ".apt-resolution.json"
 
 
-def _apt_record(package: str, version: str) -> dict[str, str]:
-    proc = _run(["apt-cache", "show", f"{package}={version}"], check=False)
+def _apt_record(package: str) -> dict[str, str]:
+    """The candidate version's record of ``package`` (``apt-cache show --no-all-versions``)."""
+    proc = _run(["apt-cache", "show", "--no-all-versions", package], check=False)
     if proc.returncode != 0:
         return {}
     record: dict[str, str] = {}
@@ -232,11 +240,24 @@ def _apt_record(package: str, version: str) -> dict[str, str]:
     return record
 
 
-def _resolve_kernel_once() -> tuple[str, str, str, str] | None:
-    meta_version = _apt_candidate(KERNEL_META_PACKAGE)
-    if meta_version is None:
-        return None
-    meta = _apt_record(KERNEL_META_PACKAGE, meta_version)
+def _apt_fingerprint() -> str:
+    """Changes whenever what apt-cache would answer can change (its lists and configuration)."""
+    h = hashlib.sha256()
+    for base in (APT_LISTS, APT_CONFIG):
+        if not base.is_dir():
+            continue
+        for path in sorted(base.rglob("*")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _resolve_kernel_apt() -> tuple[str, str, str, str] | None:
+    meta = _apt_record(KERNEL_META_PACKAGE)
     image = None
     for alt in re.split(r"[,|]", meta.get("Depends", "")):
         name = alt.strip().split(" ")[0]
@@ -245,19 +266,39 @@ def _resolve_kernel_once() -> tuple[str, str, str, str] | None:
             break
     if image is None:
         return None
-    version = _apt_candidate(image)
-    if version is None:
+    rec = _apt_record(image)
+    if "SHA256" not in rec or "Version" not in rec:
         return None
-    rec = _apt_record(image, version)
-    if "SHA256" not in rec:
-        return None
-    return image, version, rec["SHA256"], rec.get("Filename", "")
+    return image, rec["Version"], rec["SHA256"], rec.get("Filename", "")
 
 
-def resolve_kernel(progress: Progress = None) -> tuple[str, str, str, str]:
+def _resolve_kernel_once(memo_dir: Path | None = None) -> tuple[str, str, str, str] | None:
+    """Ask apt-cache (about 1.5 s here), or reuse the answer while apt's lists are unchanged."""
+    memo = memo_dir / _RESOLUTION_MEMO if memo_dir is not None else None
+    fingerprint = _apt_fingerprint()
+    if memo is not None:
+        try:
+            saved = json.loads(memo.read_text())
+            if saved.get("fingerprint") == fingerprint and saved.get("kernel_meta") == \
+                    KERNEL_META_PACKAGE:
+                return tuple(saved["result"])  # type: ignore[return-value]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    found = _resolve_kernel_apt()
+    if found is not None and memo is not None and memo_dir is not None and memo_dir.is_dir():
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"fingerprint": fingerprint, "kernel_meta": KERNEL_META_PACKAGE,
+                                   "result": list(found)}))
+        os.replace(tmp, memo)
+    return found
+
+
+def resolve_kernel(progress: Progress = None, memo_dir: Path | None = None,
+                   update_apt: bool = True) -> tuple[str, str, str, str]:
     """(image package, version, SHA-256, pool filename) of the kernel ``linux-image-amd64`` pulls in.
 
-    Runs ``apt-get update`` once when the apt lists do not know the packages (as root only).
+    With ``update_apt``, runs ``apt-get update`` once when the apt lists do not know the packages
+    (as root only). ``memo_dir`` keeps apt-cache's answer there while apt's lists are unchanged.
     ``LABCTL_KERNEL_DEB=/path/to/linux-image-*.deb`` uses that file instead (offline builds).
     """
     local = os.environ.get("LABCTL_KERNEL_DEB")
@@ -268,11 +309,11 @@ def resolve_kernel(progress: Progress = None) -> tuple[str, str, str, str]:
         info = _run(["dpkg-deb", "-f", str(path), "Package", "Version"]).stdout
         fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
         return fields.get("Package", path.name), fields.get("Version", ""), _sha256_file(path), str(path)
-    found = _resolve_kernel_once()
-    if found is None and os.geteuid() == 0:
+    found = _resolve_kernel_once(memo_dir)
+    if found is None and update_apt and os.geteuid() == 0:
         _say(progress, "apt lists do not know the kernel: apt-get update")
         _run(["apt-get", "update", "-qq"], timeout=900)
-        found = _resolve_kernel_once()
+        found = _resolve_kernel_once(memo_dir)
     if found is None:
         raise ApplianceError(f"apt cannot resolve {KERNEL_META_PACKAGE} to a kernel image package "
                              "(run apt-get update)")
@@ -280,17 +321,25 @@ def resolve_kernel(progress: Progress = None) -> tuple[str, str, str, str]:
 
 
 def package_versions(packages: Iterable[str] = TOOL_PACKAGES) -> dict[str, str]:
-    """Installed versions of ``packages`` (a missing package maps to "")."""
-    versions: dict[str, str] = {}
-    for pkg in packages:
-        proc = _run(["dpkg-query", "-W", "-f=${Version}", pkg], check=False)
-        versions[pkg] = proc.stdout.strip() if proc.returncode == 0 else ""
+    """Installed versions of ``packages`` (a package that is not installed maps to "")."""
+    packages = list(packages)
+    proc = _run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${db:Status-Status}\n", *packages],
+                check=False)
+    versions = dict.fromkeys(packages, "")
+    for line in proc.stdout.splitlines():
+        name, _, rest = line.partition("\t")
+        version, _, status = rest.partition("\t")
+        name = name.split(":")[0]
+        if name in versions and status == "installed":
+            versions[name] = version
     return versions
 
 
-def gather_inputs(progress: Progress = None) -> KeyInputs:
-    """Ask apt and dpkg what the appliance would be made from now (no download)."""
-    image, version, sha256, filename = resolve_kernel(progress)
+def gather_inputs(progress: Progress = None, cache_dir: Path | None = None,
+                  update_apt: bool = True) -> KeyInputs:
+    """What the appliance would be made from now, from apt's index and dpkg (no download)."""
+    image, version, sha256, filename = resolve_kernel(progress, memo_dir=cache_dir,
+                                                      update_apt=update_apt)
     return KeyInputs(
         kernel_package=image,
         kernel_deb_version=version,
@@ -557,6 +606,16 @@ def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
     if not os.path.lexists(root_dir / "lib/modules"):  # lib is a real directory on this host
         (root_dir / "lib/modules").symlink_to("../usr/lib/modules")
 
+    # binaries, their libraries, the DPDK plugins and theirs
+    binaries = [Path(b) for b in BINARIES + PRELOAD_LIBS]
+    for b in binaries:
+        if not b.exists():
+            raise ApplianceError(f"{b} is missing (install ethtool, dpdk-dev and coreutils)")
+    plugin_dir = dpdk_plugin_dir()
+    plugins = _plugin_files(plugin_dir)
+    libs = ldd_closure(binaries + plugins)
+    for path in sorted(set(binaries) | set(plugins) | libs):
+        root.place(path)
     # busybox and its applets
     bb = root.place(Path(BUSYBOX))
     bb_in_root = "/" + str(bb.relative_to(root_dir))
@@ -567,21 +626,18 @@ def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
         if not os.path.lexists(link):
             link.symlink_to(bb_in_root)
 
-    # binaries, their libraries, the DPDK plugins and theirs
-    binaries = [Path(b) for b in BINARIES]
-    for b in binaries:
-        if not b.exists():
-            raise ApplianceError(f"{b} is missing (install ethtool and dpdk-dev)")
-    plugin_dir = dpdk_plugin_dir()
-    plugins = _plugin_files(plugin_dir)
-    libs = ldd_closure(binaries + plugins)
-    for path in sorted(set(binaries) | set(plugins) | libs):
-        root.place(path)
     # EAL loads every .so in its plugin directory: it must hold only the plugins and what testpmd
     # links from there, all of whose dependencies were collected above
     staged_plugins = sorted(p.name for p in (root_dir / str(plugin_dir).lstrip("/")).iterdir())
 
-    # init and build facts
+    # init and build facts; /etc/labctl/env is sourced by init.sh
+    env = {
+        "LD_LIBRARY_PATH": f"/usr/lib/x86_64-linux-gnu:{plugin_dir}",
+        "LABCTL_STDBUF_PRELOAD": PRELOAD_LIBS[0],
+        "LABCTL_KERNEL_VERSION": kver,
+    }
+    (root_dir / "etc/labctl/env").write_text(
+        "".join(f"{k}='{v}'\nexport {k}\n" for k, v in env.items()))
     init = root_dir / "init"
     init.write_bytes(init_sh_text())
     init.chmod(0o755)
@@ -646,33 +702,35 @@ def cached(cache_dir: Path | None = None) -> Appliance | None:
     """
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     try:
-        key = compute_key(gather_inputs_quiet())
+        key = compute_key(gather_inputs(cache_dir=cache_dir, update_apt=False))
     except ApplianceError:
         entries = _entries(cache_dir)
         return entries[-1] if entries else None
     return _load_entry(cache_dir / key)
 
 
-def gather_inputs_quiet() -> KeyInputs:
-    """``gather_inputs`` without running apt-get update."""
-    local = os.environ.get("LABCTL_KERNEL_DEB")
-    if local:
-        return gather_inputs()
-    found = _resolve_kernel_once()
-    if found is None:
-        raise ApplianceError("apt does not know the kernel package")
-    image, version, sha256, filename = found
-    return KeyInputs(kernel_package=image, kernel_deb_version=version, kernel_deb_sha256=sha256,
-                     packages=package_versions(),
-                     init_sh_sha256=hashlib.sha256(init_sh_text()).hexdigest(),
-                     kernel_deb_filename=filename)
+def prune(cache_dir: Path | None = None, keep: int = KEEP_ENTRIES) -> list[Path]:
+    """Remove all but the ``keep`` newest complete entries and stale build directories."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    removed: list[Path] = []
+    if not cache_dir.is_dir():
+        return removed
+    entries = _entries(cache_dir)  # oldest first
+    for entry in entries[: max(0, len(entries) - keep)]:
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    for stale in cache_dir.glob(".build-*"):  # a builder that was killed; we hold the lock
+        if time.time() - stale.stat().st_mtime > 3600:
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale)
+    return removed
 
 
 def build(cache_dir: Path | None = None, force: bool = False, progress: Progress = None) -> Appliance:
     """Build the appliance, or return the cached one made from the same inputs."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    inputs = gather_inputs(progress)
+    inputs = gather_inputs(progress, cache_dir=cache_dir)
     key = compute_key(inputs)
     final = cache_dir / key
     if not force:
@@ -713,6 +771,7 @@ def build(cache_dir: Path | None = None, force: bool = False, progress: Progress
             os.rename(entry, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        prune(cache_dir)
     app = _load_entry(final, built=True)
     if app is None:
         raise ApplianceError(f"the new cache entry {final} is unreadable")

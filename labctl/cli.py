@@ -286,6 +286,26 @@ def export_cmd(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--
         typer.echo(f"wrote {count} trials to {out}", err=True)
 
 
+image_app = typer.Typer(help="The workload appliance (kernel + initramfs) the libvirt lab boots.", no_args_is_help=True)
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+def image_build(force: bool = typer.Option(False, "--force", help="rebuild even when cached"),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """Build the appliance from Debian packages, cached by content hash."""
+    from . import appliance
+
+    built = appliance.build(force=force, progress=None if as_json else (lambda m: typer.echo(m, err=True)))
+    info = {"key": built.key, "kernel": str(built.kernel), "initrd": str(built.initrd),
+            "kernel_version": built.kernel_version, "size_bytes": built.size_bytes, "built": built.built}
+    if as_json:
+        _print_json(info)
+    else:
+        typer.echo(f"{'built' if built.built else 'cached'}: {built.path} (kernel {built.kernel_version}, "
+                   f"{built.size_bytes / 1e6:.1f} MB)")
+
+
 @app.command()
 def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
     """Report what this host can do: CPUs, NUMA, hugepages, KVM, versions, lab backends."""

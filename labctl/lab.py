@@ -180,6 +180,13 @@ def _start_vswitch(state: LabState, profile: Profile, ctx: RenderContext) -> int
     return pid
 
 
+def _vswitch_pid(state: LabState) -> int | None:
+    for resource in state.find("process"):
+        if resource.data.get("role") == "vswitch":
+            return int(resource.ident)
+    return None
+
+
 def read_applied_pins(domain: str, dom: Any, vswitch_pid: int | None) -> dict[str, Any]:
     applied: dict[str, Any] = {"libvirt": hypervisor.domain_pins(dom)}
     pid = qemu_pid(domain)
@@ -239,9 +246,13 @@ def status(uri: str | None = None) -> list[dict[str, Any]]:
         if lab_uri and state.find("domain"):
             dom = hypervisor.lookup(lab_uri, f"labctl-{state.name}")
             if dom is not None:
+                active = dom.isActive()
                 entry.update(domain=dom.name(), state=hypervisor.domain_state(dom),
-                              pins={"requested": state.info.get("pins_requested"),
-                                    "applied": hypervisor.domain_pins(dom) if dom.isActive() else None})
+                             pins={"requested": state.info.get("pins_requested"),
+                                   "applied": (read_applied_pins(dom.name(), dom, _vswitch_pid(state)) if active
+                                               else state.info.get("pins_applied")),
+                                   "applied_source": "live threads" if active else "read at `labctl up`"},
+                             nics=state.info.get("nics", []))
         labs[state.name] = entry
     if uri:
         for found in hypervisor.labctl_domains(uri):

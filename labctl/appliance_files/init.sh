@@ -24,7 +24,8 @@
 # Every line meant for the host starts with LABCTL-; nothing else on the console is a contract.
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
+# made by the builder: LD_LIBRARY_PATH (with the DPDK plugin directory), LABCTL_STDBUF_PRELOAD
+[ -f /etc/labctl/env ] && . /etc/labctl/env
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -106,19 +107,33 @@ load_modules() {
             case "$p" in "$name":*) params="$params ${p#*:}" ;; esac
         done
         # shellcheck disable=SC2086
-        insmod "$MODDIR/$path" $params || echo "labctl-init: insmod $name failed"
+        if ! insmod "$MODDIR/$path" $params 2>/dev/null; then
+            # a parameter this kernel does not have (e.g. vfio's noiommu switch): load without it
+            [ -n "$params" ] && insmod "$MODDIR/$path" 2>/dev/null && continue
+            echo "labctl-init: insmod $name failed"
+        fi
     done <"$list"
 }
 
 find_channel() {
+    # the virtio-serial port named labctl.channel (its /dev node may lag the module by a moment)
     [ -n "$LABCTL_channel" ] || return 0
-    for n in /sys/class/virtio-ports/*/name; do
-        [ -f "$n" ] || continue
-        if [ "$(cat "$n")" = "$LABCTL_channel" ]; then
-            port=$(basename "$(dirname "$n")")
-            [ -c "/dev/$port" ] && CHANNEL_DEV=/dev/$port
-        fi
+    i=0
+    while [ $i -lt 20 ]; do
+        for n in /sys/class/virtio-ports/*/name; do
+            [ -f "$n" ] || continue
+            if [ "$(cat "$n")" = "$LABCTL_channel" ]; then
+                port=$(basename "$(dirname "$n")")
+                if [ -c "/dev/$port" ]; then
+                    CHANNEL_DEV=/dev/$port
+                    return 0
+                fi
+            fi
+        done
+        i=$((i + 1))
+        sleep 0.1
     done
+    echo "labctl-init: no virtio-serial port named $LABCTL_channel"
 }
 
 virtio_nics() {
@@ -273,7 +288,11 @@ mode_workload() {
     allow=
     for pci in $pcis; do
         if ! bind_pci "$pci" "$driver"; then
-            error bind "cannot bind $pci to $driver"
+            hint=
+            if [ "$driver" = vfio-pci ] && [ -z "$(ls /sys/kernel/iommu_groups 2>/dev/null)" ]; then
+                hint=" (no IOMMU in this guest and no vfio no-IOMMU mode in this kernel: use uio_pci_generic)"
+            fi
+            error bind "cannot bind $pci to $driver$hint"
             return
         fi
         allow="$allow -a $pci"
@@ -281,8 +300,13 @@ mode_workload() {
 
     # hugepages (2 MiB): DPDK needs physical addresses for a PCI device without an IOMMU
     mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
-    pages=${LABCTL_hugepages:-$((mem_kb / 2 / 2048))}
-    [ "$pages" -gt 512 ] && [ -z "$LABCTL_hugepages" ] && pages=512
+    if [ -n "$LABCTL_hugepages" ]; then
+        pages=$LABCTL_hugepages
+        is_uint "$pages" || { error args "not a number: labctl.hugepages=$pages"; return; }
+    else
+        pages=$((mem_kb / 2 / 2048))
+        [ "$pages" -gt 512 ] && pages=512
+    fi
     echo "$pages" >/proc/sys/vm/nr_hugepages
     got=$(cat /proc/sys/vm/nr_hugepages)
     mount -t hugetlbfs nodev /dev/hugepages
@@ -337,7 +361,7 @@ mode_workload() {
         fi
         echo "quit"
         nap 30
-        } | dpdk-testpmd "$@" 2>&1 | awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" \
+        } | LD_PRELOAD="$LABCTL_STDBUF_PRELOAD" _STDBUF_O=L dpdk-testpmd "$@" 2>&1 | awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" \
             -v chan="$CHANNEL_DEV" -v logfile="$log" -v ended="$ended" '
         function out(s) {
             print s
@@ -366,7 +390,7 @@ mode_workload() {
         BEGIN { t0 = now(); nports = 0; final = 0; port = -1 }
         {
             print $0 >> logfile
-            if (debug == "1") { print "testpmd: " $0; fflush() }
+            if (debug == "1") { printf "testpmd[%.1f]: %s\n", now() - t0, $0; fflush() }
         }
         /Checking link statuses/ { checking = 1 }
         checking && /^Done/ { checking = 0; printf "" > ready; close(ready); out("LABCTL-INFO {\"testpmd\": \"ready\"}") }
