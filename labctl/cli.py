@@ -286,6 +286,100 @@ def export_cmd(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--
         typer.echo(f"wrote {count} trials to {out}", err=True)
 
 
+@app.command()
+def advise(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run", help="run id (default: newest)"),
+           plan: Optional[Path] = typer.Option(None, "--plan", help="profile: a pinning plan from this host's topology"),
+           apply: Optional[Path] = typer.Option(None, "--apply", help="profile to rewrite with the advice"),
+           out: Optional[Path] = typer.Option(None, "--out", help="with --apply: the tuned profile to write"),
+           max_loss: float = typer.Option(0.001, "--max-loss", help="acceptable loss ratio"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Recommend settings from measured trials, with evidence; or plan pinning before measuring."""
+    if not 0 <= max_loss < 1:
+        raise UserError(f"--max-loss {max_loss}: out of range (allowed: 0 <= value < 1)")
+    if plan is not None:
+        from advisor.plan import pinning_plan
+
+        from .host import gather
+        from .profiles import load_profile
+
+        result = pinning_plan(gather(), load_profile(plan).profile)
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else result.format())
+        return
+    if apply is not None and out is None:
+        raise UserError("--apply needs --out TUNED.yaml (the file to write)")
+    from advisor.recommend import advise as make_advice, trials_from_store, write_tuned
+
+    if not db.exists():
+        raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
+    _run_id, records = trials_from_store(db, run)
+    advice = make_advice(records, max_loss=max_loss)
+    if apply is not None:
+        notes = write_tuned(apply, advice, out)
+        for note in notes:
+            typer.echo(note, err=True)
+        typer.echo(f"wrote {out}")
+        return
+    typer.echo(json.dumps(advice.to_dict(), indent=2, default=str) if as_json else advice.format())
+
+
+@app.command()
+def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep matrix is the search space"),
+         budget: int = typer.Option(..., "--budget", help="most trials to spend"),
+         replay: Optional[Path] = typer.Option(None, "--replay", help="search recorded trials (JSONL) instead"),
+         seed: int = typer.Option(0, "--seed"), db: Path = DB_OPTION,
+         as_json: bool = typer.Option(False, "--json")) -> None:
+    """Adaptive search (TPE) over the sweep space; stops when the budget is spent or the best is clear."""
+    from advisor.search import replay as replay_search, space_from_profile, tune as run_search
+
+    if budget < 1:
+        raise UserError(f"--budget {budget}: out of range (allowed: 1 or more trials)")
+    if (file is None) == (replay is None):
+        raise UserError("tune needs either a profile FILE (live trials) or --replay FILE.jsonl, not both")
+    if replay is not None:
+        result = replay_search(replay, budget, seed)
+    else:
+        result = _tune_live(file, budget, seed, db, run_search, space_from_profile, as_json)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        typer.echo(f"best: {result.best_config} ({result.trials_used} trials, stopped: {result.stop_reason})")
+
+
+def _tune_live(file, budget, seed, db, run_search, space_from_profile, quiet):
+    import copy
+
+    from .knobs import with_knobs
+    from .profiles import load_profile, validate_data
+    from .store import Store
+    from .trial import run_trial
+
+    loaded = load_profile(file)
+    space = space_from_profile(loaded.profile)
+    base = loaded.profile.model_dump()
+    base["sweep"] = {}
+    with Store(db) as store:
+        run_id = store.create_run(f"{loaded.profile.name}", base, [])
+
+        def evaluate(config):
+            trial = validate_data(with_knobs(copy.deepcopy(base), config), loaded.source)
+            record = run_trial(trial)
+            record.run_id = run_id
+            record.id = store.add_trial(record)
+            return record
+
+        def step(item) -> None:
+            if not quiet:
+                typer.echo(f"[{item.step}] {item.config} -> {item.mpps}", err=True)
+
+        try:
+            result = run_search(space, evaluate, budget, seed, on_step=step)
+        except BaseException:
+            store.finish_run(run_id, "aborted")
+            raise
+        store.finish_run(run_id, "finished")
+    return result
+
+
 image_app = typer.Typer(help="The workload appliance (kernel + initramfs) the libvirt lab boots.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
 

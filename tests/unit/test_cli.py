@@ -60,3 +60,30 @@ def test_doctor_json(cli):
     assert code == 0
     assert data["accel"] in ("kvm", "tcg") and data["cpus"] and "embedded" in data["backends"]
     assert set(data["versions"]) == {"libvirt", "qemu", "dpdk"}
+
+
+def test_advise_plan_and_replay_cli(cli, tmp_path):
+    import json as _json
+
+    from advisor.datasets import search_grid
+    from labctl.interchange import record_to_line
+
+    code, out, _ = cli("advise", "--plan", str(DOMAINS / "quick.yaml"), "--json")
+    plan = _json.loads(out)
+    assert code == 0 and plan["vswitch_pmd"] and plan["vswitch_pmd"] not in plan["vcpus"].values()
+    code, _, err = cli("advise", "--plan", str(DOMAINS / "l2fwd-vhostuser.yaml"))
+    assert code == 2 and "needs" in err and "NUMA node" in err
+    records = search_grid(seed=0)
+    path = tmp_path / "grid.jsonl"
+    path.write_text("".join(_json.dumps(record_to_line(r)) + "\n" for r in records))
+    code, out, _ = cli("tune", "--replay", str(path), "--budget", "20", "--seed", "3", "--json")
+    data = _json.loads(out)
+    assert code == 0 and data["trials_used"] <= 20 and data["best_config"] and len(data["history"]) == data["trials_used"]
+    code2, out2, _ = cli("tune", "--replay", str(path), "--budget", "20", "--seed", "3", "--json")
+    assert _json.loads(out2) == data  # the same seed gives the same search
+    code, _, err = cli("tune", "--budget", "5")
+    assert code == 2 and "--replay" in err
+    code, _, err = cli("advise", "--db", str(tmp_path / "missing.db"))
+    assert code == 2 and "no such result store" in err
+    code, _, err = cli("advise", "--apply", str(DOMAINS / "quick.yaml"))
+    assert code == 2 and "--out" in err

@@ -1,0 +1,401 @@
+"""Known-answer tests of the advisor (advisor.recommend) on planted data sets, and of the pinning plan
+(advisor.plan) on hand-made host topologies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from advisor import datasets
+from advisor.plan import apply_plan, pinning_plan
+from advisor.recommend import (
+    DEFAULT_MAX_LOSS,
+    Advice,
+    advise,
+    apply_advice,
+    knob_groups,
+    knob_space,
+    pinning_layout,
+    trials_from_store,
+    tx_ring_violation,
+    write_tuned,
+)
+from labctl.cpuset import parse_cpuset
+from labctl.errors import PlanError, UserError
+from labctl.host import HostFacts, HugepagePool, KvmStatus
+from labctl.profiles import load_profile
+from labctl.record import TrialRecord
+from labctl.rules import check_profile
+from labctl.spec import Profile
+from labctl.store import Store
+
+RX = "guest.nics.*.rx_queue_size"
+TX = "guest.nics.*.tx_queue_size"
+QUEUES = "guest.nics.*.queues"
+BURST = "workload.burst"
+SPLIT = {"guest.pinning.vhost": "0"}
+
+
+def recs_by_knob(advice: Advice) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for rec in advice.recommendations:
+        out.setdefault(rec.knob, []).append(rec)
+    return out
+
+
+def reasons(advice: Advice, knob: str) -> list[str]:
+    return [i.reason for i in advice.inconclusive if i.knob == knob]
+
+
+# ------------------------------------------------------------------------------------------------
+# knobs
+
+
+def test_nic_fields_set_alike_are_one_knob_and_pinning_is_one_knob():
+    knobs = {k.name: k for k in knob_groups(datasets.split_pinning())}
+    assert set(knobs) == {QUEUES, "guest.pinning"}
+    assert knobs[QUEUES].paths == ("guest.nics.0.queues", "guest.nics.1.queues")
+    assert knobs["guest.pinning"].paths == ("guest.pinning.vhost",)
+    space = knob_space(datasets.split_pinning())
+    assert space == {QUEUES: [1, 2], "guest.pinning": [{"guest.pinning.vhost": "0"}, {"guest.pinning.vhost": "1"}]}
+
+
+def test_nic_fields_that_differ_between_nics_stay_separate():
+    records = datasets.queue_rate()
+    for r in records[:6]:
+        r.config["guest.nics.1.rx_queue_size"] = 512 if r.config["guest.nics.0.rx_queue_size"] != 512 else 256
+    names = {k.name for k in knob_groups(records)}
+    assert "guest.nics.0.rx_queue_size" in names and "guest.nics.1.rx_queue_size" in names
+    assert RX not in names
+
+
+def test_pinning_layout_words():
+    assert pinning_layout({"guest.pinning.vhost": "0", "guest.pinning.vcpus.0": "1"}).startswith("split pinning")
+    assert pinning_layout({"guest.pinning.vhost": "1", "guest.pinning.vcpus.0": "1"}).startswith("shared pinning")
+    assert pinning_layout({"guest.pinning.vhost": None}) == "unpinned"
+
+
+# ------------------------------------------------------------------------------------------------
+# known answers
+
+
+def test_ring_size_effect_on_loss_is_found_with_a_loss_rationale():
+    advice = advise(datasets.ring_loss())
+    found = recs_by_knob(advice)
+    assert set(found) == {RX}
+    (rec,) = found[RX]
+    assert rec.value == 1024 and rec.baseline == 256
+    assert rec.metric == "loss_ratio"
+    assert rec.gain_pct < -80 and rec.ci_pct[1] < 0
+    assert "ring-full drops" in rec.rationale and "fell from" in rec.rationale
+    assert "with rx_queue_size 1024" in rec.rationale and "the rate did not change" in rec.rationale
+    assert rec.n == 16 and rec.trials == sorted(rec.trials)
+    assert any("inside the noise" in r for r in reasons(advice, BURST))
+
+
+def test_queue_count_effect_on_rate_is_found():
+    advice = advise(datasets.queue_rate())
+    found = recs_by_knob(advice)
+    assert set(found) == {QUEUES}
+    (rec,) = found[QUEUES]
+    assert rec.value == 2 and rec.metric == "mpps" and not rec.condition
+    assert 15 < rec.gain_pct < 35 and rec.ci_pct[0] > 0
+    assert "queues 2 forwarded" in rec.rationale and "3 of 3 configurations" in rec.rationale
+    assert reasons(advice, RX) and "inside the noise" in reasons(advice, RX)[0]
+
+
+def test_effect_present_only_with_split_pinning_is_found_with_its_condition():
+    advice = advise(datasets.split_pinning())
+    found = recs_by_knob(advice)
+    (queues,) = found[QUEUES]
+    assert queues.value == 2 and queues.condition == {"guest.pinning": SPLIT}
+    assert queues.rationale.startswith("with split pinning")
+    assert queues.gain_pct > 15
+    (pinning,) = found["guest.pinning"]
+    assert pinning.value == SPLIT and pinning.condition == {QUEUES: 2}
+    # with shared pinning, the data say queues make no difference: reported, not recommended
+    shared = reasons(advice, QUEUES)
+    assert len(shared) == 1 and shared[0].startswith("with shared pinning") and "inside the noise" in shared[0]
+    assert advice.to_dict()["recommendations"][0]["condition"] == {"guest.pinning": SPLIT}
+
+
+def test_pure_noise_gives_no_recommendation():
+    advice = advise(datasets.pure_noise())
+    assert advice.recommendations == []
+    assert {i.knob for i in advice.inconclusive} == {QUEUES, RX, BURST}
+    for item in advice.inconclusive:
+        assert "inside the noise" in item.reason and "--repeat" in item.reason
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_pure_noise_other_seeds(seed):
+    assert advise(datasets.pure_noise(seed)).recommendations == []
+
+
+def test_two_band_results_give_no_recommendation_and_say_what_to_do():
+    advice = advise(datasets.two_band())
+    assert advice.recommendations == []
+    assert {i.knob for i in advice.inconclusive} == {RX, BURST}
+    for item in advice.inconclusive:
+        assert "two bands at" in item.reason and "Mpps" in item.reason
+        assert "separate cores" in item.reason
+    assert any("two bands" in w for w in advice.warnings)
+
+
+def test_too_few_repeats_asks_for_more():
+    advice = advise(datasets.few_repeats())
+    assert advice.recommendations == []
+    (reason,) = reasons(advice, QUEUES)
+    assert "n=2 per configuration" in reason and "--repeat 5" in reason
+
+
+def test_tx_ring_above_256_on_tap_is_never_recommended_and_the_advisor_says_why():
+    records = datasets.tx_ring_on_tap()
+    assert any(tx_ring_violation(r.config) for r in records)
+    advice = advise(records)
+    for rec in advice.recommendations:
+        assert not (rec.knob.endswith("tx_queue_size") and rec.value > 256)
+    assert any("vhost-user" in w and "256" in w and "tx_queue_size 1024 on tap" in w for w in advice.warnings)
+    # the valid knob is still advised
+    assert [r.value for r in recs_by_knob(advice)[RX]] == [1024]
+
+
+def mixed_backend_records() -> list[TrialRecord]:
+    def model(c):
+        return datasets.BASE_MPPS * (1.15 if c["guest.nics.0.tx_queue_size"] == 1024 else 1.0), 1e-4, 0.8
+
+    return datasets.synthesize({"guest.nics.*.backend": ["vhostuser", "tap"], TX: [256, 1024]}, model,
+                               base=datasets.TAP_PROFILE, validate=False)
+
+
+def test_tx_ring_above_256_is_recommended_only_with_vhostuser():
+    advice = advise(mixed_backend_records())
+    (rec,) = recs_by_knob(advice)[TX]
+    assert rec.value == 1024
+    assert rec.condition == {"guest.nics.*.backend": "vhostuser"}
+    assert "vhost-user" in rec.rationale
+    # applied to a tap profile it is skipped; to a vhost-user profile it is applied
+    tap, notes = apply_advice(datasets.TAP_PROFILE, advice)
+    assert all(nic["tx_queue_size"] == 256 for nic in tap["guest"]["nics"])
+    assert any(n.startswith("skipped") for n in notes)
+    vhost, _ = apply_advice(datasets.BASE_PROFILE, advice)
+    assert all(nic["tx_queue_size"] == 1024 for nic in vhost["guest"]["nics"])
+
+
+def test_tcg_and_shared_cores_are_flagged():
+    advice = advise(datasets.tcg_queue_rate())
+    assert any("TCG" in w and "not representative" in w for w in advice.warnings)
+    assert any("shared cores" in w for w in advice.warnings)
+    assert not any("TCG" in w for w in advise(datasets.queue_rate()).warnings)
+
+
+def test_failed_trials_are_left_out_with_a_warning():
+    records = datasets.queue_rate()
+    records[0] = records[0].model_copy(update={"status": "failed", "error": "boom"})
+    advice = advise(records)
+    assert any("1 of 24 trials failed" in w for w in advice.warnings)
+    assert recs_by_knob(advice)[QUEUES][0].value == 2
+    assert records[0].id not in recs_by_knob(advice)[QUEUES][0].trials
+
+
+def test_a_faster_value_with_unacceptable_loss_is_rejected_and_explained():
+    def model(c):
+        big = c["guest.nics.0.rx_queue_size"] == 1024
+        # 1024 forwards 8% more but loses 1% of packets; 256 loses 0.01%
+        return datasets.BASE_MPPS * (1.08 if big else 1.0), (1e-2 if big else 1e-4), 0.9
+
+    records = datasets.synthesize({RX: [256, 1024]}, model, repeats=5)
+    advice = advise(records, max_loss=0.001)
+    (rec,) = advice.recommendations
+    assert (rec.value, rec.metric) == (256, "loss_ratio")
+    assert "rx_queue_size 1024 forwarded +" in rec.rationale and "lost 1% of packets" in rec.rationale
+    assert "0.1% loss limit" in rec.rationale
+    # with a looser limit, the faster value wins on rate
+    loose = advise(records, max_loss=0.05)
+    assert [(r.value, r.metric) for r in loose.recommendations] == [(1024, "mpps")]
+
+
+def test_when_no_value_meets_the_loss_limit_rate_decides_and_a_warning_says_so():
+    def model(c):
+        return datasets.BASE_MPPS * (1.08 if c["guest.nics.0.rx_queue_size"] == 1024 else 1.0), 0.2, 0.9
+
+    advice = advise(datasets.synthesize({RX: [256, 1024]}, model, repeats=5))
+    assert [(r.value, r.metric) for r in advice.recommendations] == [(1024, "mpps")]
+    assert any("met the 0.1% loss limit" in w and "ranked by rate alone" in w for w in advice.warnings)
+
+
+def test_json_shape_is_exact_and_serialisable():
+    data = advise(datasets.queue_rate()).to_dict()
+    assert set(data) == {"recommendations", "inconclusive", "warnings"}
+    (rec,) = data["recommendations"]
+    assert set(rec) == {"knob", "value", "metric", "gain_pct", "ci_pct", "evidence", "rationale"}
+    assert set(rec["evidence"]) == {"trials", "n"} and rec["evidence"]["n"] == len(rec["evidence"]["trials"])
+    assert isinstance(rec["ci_pct"], list) and len(rec["ci_pct"]) == 2
+    assert set(data["inconclusive"][0]) == {"knob", "reason"}
+    json.dumps(data)
+
+
+def test_advice_is_deterministic():
+    a = advise(datasets.split_pinning()).to_dict()
+    b = advise(datasets.split_pinning()).to_dict()
+    assert a == b
+
+
+def test_bad_max_loss_and_empty_input():
+    with pytest.raises(UserError):
+        advise(datasets.queue_rate(), max_loss=2.0)
+    assert advise([]).to_dict() == {"recommendations": [], "inconclusive": [], "warnings": []}
+    assert DEFAULT_MAX_LOSS == 0.001
+
+
+def test_advise_from_the_store(tmp_path):
+    db = tmp_path / "labctl.db"
+    with Store(db) as store:
+        run_id = store.create_run("planted", {}, [])
+        for record in datasets.queue_rate():
+            store.add_trial(record.model_copy(update={"id": None, "run_id": run_id}))
+    got_run, trials = trials_from_store(db)
+    assert got_run == run_id and len(trials) == 24
+    advice = advise(trials)
+    assert recs_by_knob(advice)[QUEUES][0].value == 2
+    with pytest.raises(UserError):
+        trials_from_store(tmp_path / "missing.db")
+
+
+# ------------------------------------------------------------------------------------------------
+# --apply
+
+
+def test_apply_advice_sets_the_values_drops_the_sweep_and_validates():
+    profile = dict(datasets.BASE_PROFILE)
+    profile["guest"] = {**profile["guest"], "pinning": {"vcpus": {0: "1", 1: "1"}, "vhost": "1"}}
+    profile["sweep"] = {QUEUES: [1, 2], "guest.pinning.vhost": ["0", "1"]}
+    tuned, notes = apply_advice(profile, advise(datasets.split_pinning()))
+    assert "sweep" not in tuned
+    assert tuned["name"] == "planted-tuned"
+    assert [nic["queues"] for nic in tuned["guest"]["nics"]] == [2, 2]
+    assert tuned["guest"]["pinning"]["vhost"] == "0"  # the mutually conditional pair is applied together
+    assert sum(n.startswith("applied") for n in notes) == 2
+    Profile.model_validate(tuned)
+
+
+def test_write_tuned_writes_a_valid_profile_with_a_header(tmp_path):
+    source = tmp_path / "p.yaml"
+    source.write_text(
+        "name: quick\nbackend: embedded\nguest:\n  vcpus: 1\n  memory_mib: 512\n"
+        "sweep:\n  guest.nics.*.rx_queue_size: [256, 1024]\n  workload.burst: [32, 64]\n", encoding="utf-8")
+    out = tmp_path / "tuned.yaml"
+    notes = write_tuned(source, advise(datasets.ring_loss()), out)
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Tuned by labctl advise from p.yaml.")
+    assert "ring-full drops" in text
+    data = yaml.safe_load(text)
+    assert [nic["rx_queue_size"] for nic in data["guest"]["nics"]] == [1024, 1024]
+    assert "sweep" not in data and data["guest"]["vcpus"] == 1
+    assert load_profile(out).profile.name == "quick-tuned"
+    assert any(n.startswith("applied guest.nics.*.rx_queue_size = 1024") for n in notes)
+
+
+# ------------------------------------------------------------------------------------------------
+# pinning plan
+
+
+def facts(cpus, nodes, siblings=None, isolated=(), hugepages=()) -> HostFacts:
+    return HostFacts(
+        cpu_model="Test CPU", cpus=list(cpus), numa_nodes=nodes,
+        smt_siblings=siblings or {c: [c] for c in cpus}, isolated=list(isolated),
+        hugepages=list(hugepages), kvm=KvmStatus(True, ["kvm", "kvm_intel"], True, "kvm_intel loaded"),
+        kernel="6.1", versions={},
+    )
+
+
+def two_node_smt(isolated=(2, 3, 10, 11)) -> HostFacts:
+    # 2 nodes x 4 cores x 2 threads: node 0 = cores 0-3 (threads 0-3, 8-11), node 1 = cores 4-7
+    siblings = {c: sorted({c % 8, c % 8 + 8}) for c in range(16)}
+    nodes = {0: [0, 1, 2, 3, 8, 9, 10, 11], 1: [4, 5, 6, 7, 12, 13, 14, 15]}
+    return facts(range(16), nodes, siblings, isolated, [HugepagePool(2048, 1024, 1024)])
+
+
+def vhostuser_profile(vcpus=2) -> Profile:
+    return Profile.model_validate({"name": "p", "backend": "libvirt", "guest": {"vcpus": vcpus}})
+
+
+def test_plan_on_a_two_node_smt_host_with_isolated_cpus():
+    plan = pinning_plan(two_node_smt(), vhostuser_profile())
+    node_cpus = {0, 1, 2, 3, 8, 9, 10, 11}
+    used = set(plan.housekeeping) | set(plan.pmd) | set(plan.vcpus)
+    assert plan.node == 0 and used <= node_cpus
+    assert plan.pmd == [2]  # an isolated whole core
+    assert 10 in plan.idle  # its SMT sibling stays idle
+    assert not set(plan.pmd) & (set(plan.vcpus) | set(plan.housekeeping))
+    assert len(set(plan.vcpus)) == 2
+    assert not set(plan.housekeeping) & {2, 3, 10, 11}  # housekeeping never on isolated CPUs
+    assert plan.emulator == plan.housekeeping
+    knobs = plan.knobs()
+    assert knobs["guest.pinning.vhost"] == "2"
+    assert knobs["guest.nics.0.tx_queue_size"] == 1024 and knobs[RX] == 1024 and knobs[QUEUES] == 2
+    assert all(s.reason for s in plan.settings)
+    assert "available" in plan.hugepages
+    tuned = Profile.model_validate(apply_plan(vhostuser_profile().model_dump(), plan))
+    errors = [p for p in check_profile(tuned, frozenset(range(16))) if p.severity == "error"]
+    assert errors == []
+    json.dumps(plan.to_dict())
+
+
+def test_plan_prefers_the_node_with_the_isolated_cpus():
+    plan = pinning_plan(two_node_smt(isolated=(5, 6, 7, 13, 14, 15)), vhostuser_profile())
+    assert plan.node == 1
+    assert set(plan.pmd + plan.vcpus) <= {5, 6, 7, 13, 14, 15}
+
+
+def test_plan_falls_back_to_smt_siblings_with_a_warning():
+    # one node, 3 cores x 2 threads: housekeeping core + PMD core leave one core for 2 vCPUs
+    siblings = {0: [0, 3], 3: [0, 3], 1: [1, 4], 4: [1, 4], 2: [2, 5], 5: [2, 5]}
+    plan = pinning_plan(facts(range(6), {0: list(range(6))}, siblings), vhostuser_profile())
+    assert plan.level == 2
+    assert sorted(plan.vcpus) == [2, 5] and plan.pmd == [1]
+    assert any("SMT siblings" in w for w in plan.warnings)
+
+
+def test_impossible_request_is_a_named_plan_error():
+    host = facts(range(8), {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]})
+    with pytest.raises(PlanError) as err:
+        pinning_plan(host, vhostuser_profile(vcpus=4))
+    message = str(err.value)
+    assert "\n" not in message
+    assert "needs 5 CPUs on one NUMA node for 1 vswitch PMD + 4 vCPUs" in message
+    assert "node 0 has 4 (0-3), node 1 has 4 (4-7)" in message
+    assert "never splits" in message
+
+
+def test_two_cpu_host_plans_one_pmd_and_one_vcpu_with_a_warning():
+    host = facts([0, 1], {0: [0, 1]})
+    profile = load_profile("domains/quick.yaml", cpus=frozenset({0, 1})).profile
+    plan = pinning_plan(host, profile)
+    assert plan.pmd == [0] and plan.vcpus == [1] and plan.housekeeping == [0]
+    assert plan.level == 4
+    assert any("no CPU is left for housekeeping" in w for w in plan.warnings)
+    with pytest.raises(PlanError, match="needs 3 CPUs on one NUMA node for 1 vswitch PMD \\+ 2 vCPUs"):
+        pinning_plan(host, vhostuser_profile(vcpus=2))
+
+
+def test_plan_on_this_host_for_the_quick_profile():
+    from labctl.host import gather
+
+    here = gather()
+    profile = load_profile("domains/quick.yaml", cpus=frozenset(here.cpus)).profile
+    if len(here.cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    plan = pinning_plan(here, profile)
+    assert len(plan.pmd) == 1 and len(plan.vcpus) == 1 and plan.pmd != plan.vcpus
+    assert set(parse_cpuset(plan.knobs()["guest.pinning.vhost"])) <= set(here.cpus)
+
+
+def test_tap_profile_plan_keeps_tx_at_256_and_gives_the_emulator_a_cpu():
+    profile = load_profile("domains/tap-kernel.yaml", cpus=frozenset(range(8))).profile
+    plan = pinning_plan(facts(range(8), {0: list(range(8))}), profile)
+    assert plan.pmd == []
+    assert plan.knobs()["guest.nics.0.tx_queue_size"] == 256
+    assert plan.emulator != plan.housekeeping and not set(plan.emulator) & set(plan.vcpus)
