@@ -70,15 +70,17 @@ class Manual:
                           "-m", "256", "--single-file-segments", "--no-huge",
                           "--vdev", f"net_vhost0,iface={self.socks[0]},queues=1",
                           "--vdev", f"net_vhost1,iface={self.socks[1]},queues=1", "--",
-                          "-i", "--forward-mode=flowgen", "--nb-cores=1", "--total-num-mbufs=16384",
-                          "--disable-link-check", "--txpkts=64", "--flowgen-flows=64"], vs_log)
+                          "-i", "--forward-mode=flowgen", "--nb-cores=1", "--rxq=1", "--txq=1", "--burst=32",
+                          "--total-num-mbufs=16384", "--no-lsc-interrupt", "--disable-link-check", "--txpkts=64",
+                          "--flowgen-flows=64"], vs_log)
         self._wait(vs_log, "testpmd> ")
         guest = self._popen(["dpdk-testpmd", "--lcores", "0@(0-1),1@(1)", "--file-prefix", "manual-g", "--no-pci",
                              "-m", "256", "--single-file-segments", "--no-huge",
                              "--vdev", f"net_virtio_user0,path={self.socks[0]},queues=1,queue_size=256",
                              "--vdev", f"net_virtio_user1,path={self.socks[1]},queues=1,queue_size=256", "--",
-                             "-i", "--forward-mode=io", "--nb-cores=1", "--burst=32", "--rxd=256", "--txd=256",
-                             "--total-num-mbufs=16384", "--disable-link-check"], g_log)
+                             "-i", "--forward-mode=io", "--nb-cores=1", "--rxq=1", "--txq=1", "--burst=32",
+                             "--total-num-mbufs=16384", "--no-lsc-interrupt", "--disable-link-check",
+                             "--rxd=256", "--txd=256"], g_log)
         self._wait(g_log, "testpmd> ")
         self._wait(vs_log, "virtio is now ready for processing", 2)
         for proc in (guest, vs):
