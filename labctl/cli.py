@@ -83,6 +83,11 @@ def up(file: Path, uri: Optional[str] = typer.Option(None, help="libvirt URI (de
                    f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
         for reason in nic["differences"]:
             typer.echo(f"     {reason}")
+    if result.workload:
+        w = result.workload
+        rate = w["tx_packets"] / w["t"] / 1e6 if w.get("t") else 0.0
+        typer.echo(f"guest forwarder: {w['rx_packets']} packets in, {w['tx_packets']} out, {w['tx_dropped']} "
+                   f"TX-dropped in {w.get('t', 0):.1f} s (~{rate:.2f} Mpps{', TCG' if result.domain_type == 'qemu' else ''})")
     applied = result.pins.get("applied") or {}
     threads = applied.get("threads") or {}
     if threads:

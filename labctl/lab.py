@@ -35,6 +35,7 @@ class UpResult:
     warnings: list[str] = field(default_factory=list)
     serial_log: str | None = None
     boot_s: float | None = None
+    workload: dict[str, Any] | None = None  # the guest forwarder's final counters (workload mode)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -149,6 +150,10 @@ def _create(state: LabState, profile: Profile, uri: str, xml: str, ctx: RenderCo
         if report.errors:
             result.warnings.extend(f"guest: {e.get('stage')}: {e.get('message')}" for e in report.errors)
         result.nics = compare_nics(profile, report.nics)
+        final = report.final_stats
+        if final:
+            result.workload = final
+            state.info["workload"] = final
         result.state = hypervisor.domain_state(dom)
         state.info["nics"] = result.nics
         state.save()

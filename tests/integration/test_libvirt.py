@@ -151,3 +151,26 @@ def test_kill_9_during_up_then_down_cleans(clean_lab):
     assert "domain labctl-l2fwd-vhostuser" in removed
     assert hypervisor.lookup(URI, "labctl-l2fwd-vhostuser") is None
     assert labctl_processes() == []
+
+
+def test_workload_mode_forwards_in_the_guest(clean_lab, write_profile):
+    """The appliance binds both vhost-user NICs to uio_pci_generic and forwards the vswitch's traffic."""
+    path = write_profile("""
+name: it-wl
+backend: libvirt
+guest:
+  vcpus: 2
+  memory_mib: 1024
+  nics:
+    - {backend: vhostuser, rx_queue_size: 1024, tx_queue_size: 1024}
+    - {backend: vhostuser, rx_queue_size: 1024, tx_queue_size: 1024}
+  pinning: {vcpus: {0: "1", 1: "1"}, emulator: "0", vhost: "0"}
+workload: {mode: io, duration_s: 5}
+""")
+    try:
+        result = up(load_profile(path, cpus=CPUS), URI, mode="workload")
+        assert result.workload is not None and result.workload["final"] is True
+        ports = result.workload["ports"]
+        assert len(ports) == 2 and all(p["rx_packets"] > 0 and p["tx_packets"] > 0 for p in ports)
+    finally:
+        down("it-wl", URI)
