@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from .errors import KnobError, LabError, ProfileError, UserError
+from .signals import Terminated
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="QEMU/KVM lab automation and virtio-net tuning advisor.")
@@ -67,6 +68,8 @@ def up(file: Path, uri: Optional[str] = typer.Option(None, help="libvirt URI (de
     from .lab import up as lab_up
     from .profiles import load_profile
 
+    if not 1 <= timeout <= 3600:
+        raise UserError(f"--timeout {timeout}: out of range (allowed: 1..3600 seconds)")
     phase = None if as_json else (lambda text: typer.echo(f"[{text}]", err=True))
     result = lab_up(load_profile(file), uri, mode, timeout, phase)
     if as_json:
@@ -206,6 +209,15 @@ def _sweep_with_progress(loaded, db, repeat, resume):
         return run_sweep(loaded, db, repeat, resume, on_start=started, on_trial=finished)
 
 
+def _writable_out(out: Path) -> None:
+    """--out must name a file in an existing, writable directory (checked before any work)."""
+    import os as _os
+
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir() or not parent.is_dir() or not _os.access(parent, _os.W_OK):
+        raise UserError(f"--out {out}: cannot write there (allowed: a file in an existing writable directory)")
+
+
 def _open_store(db: Path):
     from .store import Store
 
@@ -252,10 +264,12 @@ def plot_cmd(by: str = typer.Option(..., "--by", help="knob on the x axis"),
 
     if out.suffix.lower() != ".png":
         raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
+    _writable_out(out)
     with _open_store(db) as store:
         run_id = run if run is not None else store.latest_run_id()
         if run_id is None:
             raise UserError(f"--db {db}: holds no runs")
+        store.run(run_id)
         records = store.trials(run_id)
     written = plot_report(build_report(records, by, run_id, metric), out)
     typer.echo(f"wrote {written}")
@@ -265,9 +279,10 @@ def plot_cmd(by: str = typer.Option(..., "--by", help="knob on the x axis"),
 def import_cmd(file: Path, db: Path = DB_OPTION,
                name: Optional[str] = typer.Option(None, "--name", help="name for the imported run")) -> None:
     """Load trials from JSON lines (other hosts, other labs) into the store, all or nothing."""
-    from .interchange import import_jsonl
+    from .interchange import import_jsonl, read_jsonl
     from .store import Store
 
+    read_jsonl(file)  # every line checked before the store is opened (or created)
     with Store(db) as store:
         run_id, count = import_jsonl(store, file, name)
     typer.echo(f"imported {count} trials as run {run_id} into {db}")
@@ -283,6 +298,8 @@ def export_cmd(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--
     if fmt not in ("jsonl", "csv"):
         raise UserError(f"--format {fmt}: not an export format (allowed: jsonl, csv)")
     writer = export_jsonl if fmt == "jsonl" else export_csv
+    if out is not None:
+        _writable_out(out)
     with _open_store(db) as store:
         if run is not None:
             store.run(run)
@@ -312,6 +329,8 @@ def advise(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run"
         return
     if apply is not None and out is None:
         raise UserError("--apply needs --out TUNED.yaml (the file to write)")
+    if out is not None:
+        _writable_out(out)
     from advisor.recommend import advise as make_advice, trials_from_store, write_tuned
 
     if not db.exists():
@@ -359,6 +378,8 @@ def _tune_live(file, budget, seed, db, run_search, space_from_profile, quiet):
     from .trial import run_trial
 
     loaded = load_profile(file)
+    if loaded.profile.backend != "embedded":
+        raise UserError(f"{file}: backend: {loaded.profile.backend} profiles cannot be tuned yet (allowed: embedded)")
     space = space_from_profile(loaded.profile)
     base = loaded.profile.model_dump()
     base["sweep"] = {}
@@ -437,10 +458,15 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except (typer.Exit, SystemExit) as exc:
         code = getattr(exc, "exit_code", getattr(exc, "code", 0))
+        if code == 130:  # typer turns Ctrl-C into a silent exit 130
+            typer.echo("labctl: interrupted", err=True)
         return code if isinstance(code, int) else 1
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("labctl: interrupted", err=True)
         return 130
+    except Terminated:
+        typer.echo("labctl: terminated by SIGTERM (cleaned up)", err=True)
+        return Terminated.exit_code
     except Exception as exc:  # click usage errors and anything unexpected
         if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):
             exc.show()  # usage errors: click's message, exit 2
@@ -449,6 +475,8 @@ def run(argv: list[str] | None = None) -> int:
             raise
         typer.echo(f"labctl: internal error: {type(exc).__name__}: {exc} (LABCTL_DEBUG=1 shows the traceback)", err=True)
         return 1
+    if code == 130:  # typer turns Ctrl-C into Exit(130), which click returns in non-standalone mode
+        typer.echo("labctl: interrupted", err=True)
     return code if isinstance(code, int) else 0
 
 

@@ -144,12 +144,23 @@ def libvirtd_running() -> bool:
     return os.path.exists("/run/libvirt/libvirt-sock") or os.path.exists("/var/run/libvirt/libvirt-sock")
 
 
+DPDK_PLUGINS = ("librte_net_vhost", "librte_net_virtio", "librte_mempool_ring")
+
+
+def missing_dpdk_plugins() -> list[str]:
+    found = {p.name.split(".so")[0] for p in Path("/usr/lib/x86_64-linux-gnu/dpdk").glob("pmds-*/*.so*")}
+    return [name for name in DPDK_PLUGINS if name not in found]
+
+
 def lab_backends(versions: dict[str, str | None]) -> dict[str, str]:
     backends = {}
-    if shutil.which("dpdk-testpmd"):
-        backends["embedded"] = "ready: dpdk-testpmd with net_vhost and net_virtio_user"
-    else:
+    missing = missing_dpdk_plugins()
+    if not shutil.which("dpdk-testpmd"):
         backends["embedded"] = "unavailable: dpdk-testpmd is not installed (make setup)"
+    elif missing:
+        backends["embedded"] = f"unavailable: DPDK plugins missing: {', '.join(missing)} (make setup)"
+    else:
+        backends["embedded"] = "ready: dpdk-testpmd with net_vhost and net_virtio_user"
     if versions.get("qemu") and versions.get("libvirt") and libvirtd_running():
         backends["libvirt"] = "ready: libvirtd is running"
     elif versions.get("qemu") and versions.get("libvirt"):

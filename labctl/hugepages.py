@@ -40,15 +40,17 @@ def reserve(state: LabState, mount: Path, megabytes: int) -> HugepageGrant | Non
     needed = -(-megabytes // PAGE_MB)
     free = free_pages()
     if free < needed:
-        total = _read_int(POOL / "nr_hugepages")
         sysctl = POOL / "nr_hugepages"
-        existing = state.find("sysctl")
-        previous = existing[0].data["previous"] if existing else total
-        state.record("sysctl", str(sysctl), previous=previous)
+        # record first (adding nothing yet), then what was really added: teardown gives back exactly
+        # that many pages, so two labs reserving at once never restore each other's pool size
+        resource = state.record("sysctl", str(sysctl), added=state.find("sysctl")[0].data.get("added", 0)
+                                if state.find("sysctl") else 0)
+        total = _read_int(sysctl)
         try:
             sysctl.write_text(f"{total + needed - free}\n")
         except OSError:
             return None
+        state.update(resource, added=resource.data["added"] + max(_read_int(sysctl) - total, 0))
         if free_pages() < needed:
             return None
     state.record("mount", str(mount))

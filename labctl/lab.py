@@ -14,6 +14,7 @@ from .errors import HypervisorError, LabError, UserError
 from .host import kvm_status
 from .negotiation import compare_nics
 from .paths import log_dir, run_dir
+from .signals import sigterm_raises
 from .pins import dpdk_worker_pins, pin_mismatches, qemu_pid, qemu_thread_pins, requested_pins
 from .profiles import LoadedProfile
 from .spec import Profile
@@ -90,7 +91,7 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
             appliance = appliance_mod.build()
     ctx = render_context(profile, uri, _appliance_cmdline(profile, appliance, mode) if appliance else None, appliance)
     xml = render(profile, ctx)
-    with locked(profile.name) as state:
+    with sigterm_raises(), locked(profile.name) as state:
         if state.find("domain") or hypervisor.lookup(uri, profile.domain_name) is not None:
             raise UserError(f"{profile.name}: already up on {uri} (run `labctl down {loaded.source}` first)")
         state.info.update({"profile": profile.name, "source": loaded.source, "uri": uri,
@@ -269,12 +270,15 @@ def status(uri: str | None = None) -> list[dict[str, Any]]:
 
 
 def lab_name_of(target: str) -> str:
-    """`labctl down` accepts a profile file or a lab name."""
+    """`labctl down` accepts a profile file or a lab name (the profile's `name`)."""
+    from .rules import NAME_PATTERN
+
     path = Path(target)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or path.is_file():
         from .profiles import load_profile
 
         return load_profile(path).profile.name
-    if load_state(target).resources or target:
-        return target
-    raise UserError(f"{target}: neither a profile file nor a lab name")
+    if not NAME_PATTERN.match(target):
+        raise UserError(f"{target}: neither a profile file nor a lab name (allowed: a-z, 0-9 and '-', "
+                        "as in a profile's name)")
+    return target

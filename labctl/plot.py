@@ -50,7 +50,6 @@ def plot_report(report: Report, out: Path, title: str | None = None) -> Path:
     if footer:
         fig.text(0.01, 0.01, footer, fontsize=7, alpha=0.8, wrap=True)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     plt.close(fig)
     return out

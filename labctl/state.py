@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from .errors import StateError
 from .paths import state_dir
 
-KINDS = ("domain", "process", "path", "dir", "mount", "tap", "sysctl", "network")
+KINDS = ("domain", "process", "dpdk", "path", "dir", "mount", "tap", "sysctl", "network")
 
 
 @dataclass
@@ -116,6 +116,9 @@ def locked(name: str, wait_s: float = 30.0) -> Iterator[LabState]:
         try:
             yield load_state(name)
         finally:
+            if not state_path(name).exists():
+                with contextlib.suppress(FileNotFoundError):
+                    lock_path.unlink()  # nothing left of this lab: leave no lock file either
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
@@ -124,9 +127,11 @@ def locked(name: str, wait_s: float = 30.0) -> Iterator[LabState]:
 def process_alive(pid: int, started: float | None) -> bool:
     import psutil
 
+    if started is None:
+        return False  # unknown start time: never risk killing a process that reuses the pid
     try:
         proc = psutil.Process(pid)
-        if started is not None and abs(proc.create_time() - started) > 1.0:
+        if abs(proc.create_time() - started) > 1.0:
             return False  # the pid was reused by another process
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
@@ -151,6 +156,18 @@ def stop_process(pid: int, started: float | None, timeout_s: float = 10.0) -> No
         pass
 
 
+def stop_dpdk_prefix(prefix: str) -> None:
+    """Stop every DPDK process started with ``--file-prefix PREFIX`` (recorded before it was started,
+    so a labctl killed between starting it and recording its pid still leaves nothing running)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(cmdline[i] == "--file-prefix" and cmdline[i + 1] == prefix for i in range(len(cmdline) - 1)):
+            with contextlib.suppress(psutil.Error):
+                stop_process(proc.pid, proc.create_time())
+
+
 def _umount(path: str) -> None:
     if os.path.ismount(path):
         subprocess.run(["umount", path], check=False, capture_output=True)
@@ -162,6 +179,8 @@ def _remove(resource: Resource) -> None:
     kind, ident, data = resource.kind, resource.ident, resource.data
     if kind == "process":
         stop_process(int(ident), data.get("started"))
+    elif kind == "dpdk":
+        stop_dpdk_prefix(ident)
     elif kind == "path":
         with contextlib.suppress(FileNotFoundError):
             os.unlink(ident)
@@ -173,8 +192,10 @@ def _remove(resource: Resource) -> None:
         if Path(f"/sys/class/net/{ident}").exists():
             subprocess.run(["ip", "link", "delete", ident], check=False, capture_output=True)
     elif kind == "sysctl":
-        if "previous" in data:
-            Path(ident).write_text(f"{data['previous']}\n", encoding="ascii")
+        added = int(data.get("added", 0))
+        if added > 0:
+            current = int(Path(ident).read_text(encoding="ascii").strip() or 0)
+            Path(ident).write_text(f"{max(current - added, 0)}\n", encoding="ascii")
     elif kind == "domain":
         from .hypervisor import remove_domain
 

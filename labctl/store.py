@@ -56,6 +56,10 @@ DICT_METRICS: tuple[str, ...] = tuple(n for n in Metrics.model_fields if n not i
 THIS_HOST: Any = object()  # create_run(host=THIS_HOST): the machine running labctl
 
 
+class NotAStoreError(UserError):
+    """--db names a file that is not a labctl result store."""
+
+
 class UnknownRunError(UserError):
     """The user named a run id that the store does not hold."""
 
@@ -244,6 +248,7 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot open the result store: {exc}") from exc
         try:
+            self._check_is_store()
             with self._errors("open"):
                 self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
                 self._conn.execute("PRAGMA foreign_keys = ON")
@@ -253,6 +258,20 @@ class Store:
         except BaseException:
             self._conn.close()
             raise
+
+    def _check_is_store(self) -> None:
+        """Refuse a file that is not a labctl store before changing anything in it (journal mode)."""
+        try:
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            tables = self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise NotAStoreError(f"--db {self.path}: not a labctl result store ({exc}) "
+                                 "(allowed: a store made by labctl sweep/import, or a new file)") from None
+        if version == 0 and tables:
+            raise NotAStoreError(f"--db {self.path}: not a labctl result store (it holds tables "
+                                 f"{', '.join(t[0] for t in tables[:5])}) (allowed: a store made by labctl, "
+                                 "or a new file)")
 
     # -- plumbing ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from .errors import UserError
 from .knobs import crossed, with_knobs
 from .profiles import LoadedProfile, validate_data
 from .record import TrialRecord
+from .signals import sigterm_raises
 from .store import Store
 
 
@@ -79,7 +80,10 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
               runner: TrialRunner = _default_runner) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts."""
     profile = loaded.profile
-    with Store(db_path) as store:
+    if profile.backend != "embedded":
+        raise UserError(f"{loaded.source}: backend: {profile.backend} profiles cannot be swept yet "
+                        "(allowed: embedded)")
+    with sigterm_raises(), Store(db_path) as store:
         if resume:
             run_id = _find_resumable(store, profile.name)
             stored = store.run(run_id)

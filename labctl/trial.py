@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from .domxml import socket_path
 from .environment import cpu_hz, fingerprint
-from .errors import LabError, UserError, WorkloadError, ZeroForwardingError
+from .errors import UserError, WorkloadError, ZeroForwardingError
 from .forwarder import effective_rings, embedded_forwarder
 from .hugepages import reserve
 from .knobs import flatten
@@ -28,6 +27,7 @@ from .monitor import ThreadMonitor
 from .pins import dpdk_worker_pins
 from .profiles import LoadedProfile
 from .record import Metrics, TrialRecord
+from .signals import sigterm_raises
 from .spec import Profile
 from .state import LabState, locked, teardown
 from .telemetry import Telemetry
@@ -37,34 +37,6 @@ from .vswitch import start_recorded, vswitch_config, vswitch_testpmd
 LINK_TIMEOUT_S = 30.0
 MEMORY_ERRORS = re.compile(r"(?i)too many memory regions|failed to (?:mmap|map) .*region|"
                            r"vhost_user_set_mem_table.*fail|memory.*(?:error|fail)")
-
-
-class Terminated(LabError):
-    """labctl received SIGTERM; the trial is aborted and cleaned up."""
-
-    exit_code = 143
-
-
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turn SIGTERM into an exception so the finally-blocks clean up, as SIGINT already does."""
-    if threading_main():
-        def handler(signum: int, frame: Any) -> None:
-            raise Terminated("terminated by SIGTERM")
-
-        previous = signal.signal(signal.SIGTERM, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    else:
-        yield
-
-
-def threading_main() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 @dataclass
@@ -178,10 +150,10 @@ def run_trial(loaded: LoadedProfile, on_phase: Callable[[str], None] | None = No
         procs: list[Testpmd] = []
         try:
             _run(profile, state, record, phase, timings, procs)
-        except ZeroForwardingError as exc:
+        except (ZeroForwardingError, WorkloadError) as exc:
             record.status, record.error = "failed", str(exc)
-        except WorkloadError as exc:
-            record.status, record.error = "failed", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a trial that breaks is a failed trial, not a lost sweep
+            record.status, record.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             t0 = time.monotonic()
             phase("teardown")

@@ -84,6 +84,7 @@ def start_recorded(state: "LabState", proc: Testpmd, daemon: bool = False) -> in
     from .monitor import process_started
     from .telemetry import RUNTIME_ROOT
 
+    state.record("dpdk", proc.eal.file_prefix)
     state.record("dir", str(RUNTIME_ROOT / proc.eal.file_prefix))
     pid = proc.start_daemon() if daemon else proc.start()
     state.record("process", str(pid), role=proc.role, started=process_started(pid))

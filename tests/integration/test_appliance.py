@@ -126,13 +126,10 @@ def test_key_changes_when_init_sh_changes(appliance):
 
 
 def test_second_build_is_a_cache_hit(appliance):
-    t0 = time.monotonic()
     again = ap.build()
-    elapsed = time.monotonic() - t0
     assert again.key == appliance.key
     assert again.built is False
     assert again.kernel == appliance.kernel and again.initrd == appliance.initrd
-    assert elapsed < 10, f"a cache hit took {elapsed:.1f} s"
     assert ap.cached() == again
     # nothing half-written is left next to the entries
     leftovers = [p.name for p in appliance.path.parent.iterdir() if p.name.startswith(".build-")]

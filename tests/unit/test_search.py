@@ -115,10 +115,18 @@ def test_failed_trials_count_against_the_budget_and_never_win():
             return None  # this configuration always fails
         return 10.0 + config["a"] + 0.5 * config["b"]
 
-    result = tune(space, evaluate, budget=12, seed=1)
+    calls = []
+
+    def counted(config):
+        calls.append(dict(config))
+        return evaluate(config)
+
+    result = tune(space, counted, budget=12, seed=1)
     assert result.best_config["a"] != 2
-    assert result.trials_used <= 12
-    assert any(step.mpps is None for step in result.history) or all(s.config["a"] != 2 for s in result.history)
+    assert result.trials_used == len(calls) <= 12  # every evaluation, failed ones included, is spent
+    failed = [step for step in result.history if step.config["a"] == 2]
+    assert all(step.mpps is None for step in failed)
+    assert len(failed) == sum(1 for c in calls if c["a"] == 2)
 
 
 def test_live_evaluate_may_return_trial_records():

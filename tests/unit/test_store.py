@@ -278,15 +278,21 @@ def test_newer_schema_is_refused(db: Path) -> None:
 def test_foreign_or_broken_files_are_refused(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="junk.db"):
+    from labctl.store import NotAStoreError
+
+    with pytest.raises(NotAStoreError, match="--db .*junk.db: not a labctl result store") as info:
         Store(junk)
+    assert info.value.exit_code == 2
     other = tmp_path / "other.db"
     conn = sqlite3.connect(other)
     conn.execute("CREATE TABLE stuff (x)")
     conn.commit()
     conn.close()
-    with pytest.raises(StoreError, match="not a labctl result store"):
+    with pytest.raises(NotAStoreError, match="not a labctl result store"):
         Store(other)
+    conn = sqlite3.connect(other)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # refused before any change
+    conn.close()
     with pytest.raises(StoreError):
         Store(tmp_path / "no" / "such" / "dir" / "x.db")
 
