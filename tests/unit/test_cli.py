@@ -87,3 +87,35 @@ def test_advise_plan_and_replay_cli(cli, tmp_path):
     assert code == 2 and "no such result store" in err
     code, _, err = cli("advise", "--apply", str(DOMAINS / "quick.yaml"))
     assert code == 2 and "--out" in err
+
+
+def test_bad_input_creates_nothing(cli, tmp_path):
+    db = tmp_path / "new.db"
+    code, _, err = cli("sweep", str(DOMAINS / "tap-kernel.yaml"), "--db", str(db))
+    assert code == 2 and "allowed: embedded" in err and not db.exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"config": {}, "metrics": {"mpps": "fast"}}\n')
+    code, _, err = cli("import", str(bad), "--db", str(db))
+    assert code == 2 and "bad.jsonl:1" in err and not db.exists()
+    code, _, err = cli("down", "../../etc")
+    assert code == 2 and "neither a profile file nor a lab name" in err
+    assert not (tmp_path.parent / "etc.lock").exists()
+    code, out, _ = cli("down", "never-up")
+    assert code == 0 and "nothing to remove" in out and not list((tmp_path / "state").glob("never-up*"))
+    code, _, err = cli("up", str(DOMAINS / "tap-kernel.yaml"), "--timeout", "-5")
+    assert code == 2 and "--timeout" in err
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite" * 100)
+    code, _, err = cli("report", "--db", str(junk))
+    assert code == 2 and "not a labctl result store" in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_paths_checked_before_work(cli, tmp_path):
+    from labctl.store import Store
+
+    db = tmp_path / "s.db"
+    Store(db).close()
+    code, _, err = cli("export", "--db", str(db), "--out", str(tmp_path / "missing" / "x.jsonl"))
+    assert code == 2 and "--out" in err
+    code, _, err = cli("plot", "--db", str(db), "--by", "x", "--out", str(tmp_path / "missing" / "x.png"))
+    assert code == 2 and "--out" in err and not (tmp_path / "missing").exists()
