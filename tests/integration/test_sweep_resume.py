@@ -20,8 +20,11 @@ FAST = ["--set", "workload.duration_s=1", "--set", "workload.warmup_s=0"]
 def stored(db) -> list[tuple[int, str]]:
     if not db.exists():
         return []
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT seq, status FROM trials ORDER BY id").fetchall()
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT seq, status FROM trials ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return []  # the sweep has created the file but not yet its tables
 
 
 def test_kill_9_during_trial_5_then_resume(tmp_path, no_leftovers):
@@ -29,14 +32,16 @@ def test_kill_9_during_trial_5_then_resume(tmp_path, no_leftovers):
     argv = [sys.executable, "-m", "labctl.cli", "sweep", str(DOMAINS / "quick.yaml"), "--db", str(db),
             "--repeat", "3", "--json", *FAST]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while time.time() < deadline and len(stored(db)) < 4:
-        time.sleep(0.1)
-    assert len(stored(db)) == 4
-    while time.time() < deadline and len(labctl_processes()) < 2:  # trial 5 is running
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and len(stored(db)) < 4:
+            time.sleep(0.1)
+        assert len(stored(db)) == 4
+        while time.time() < deadline and len(labctl_processes()) < 2:  # trial 5 is running
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     assert [seq for seq, _ in stored(db)] == [0, 1, 2, 3]
     assert load_state("quick").resources, "the killed sweep left its resources in the state file"
 
