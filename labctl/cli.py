@@ -218,6 +218,16 @@ def _writable_out(out: Path) -> None:
         raise UserError(f"--out {out}: cannot write there (allowed: a file in an existing writable directory)")
 
 
+def _run_trials(db: Path, run: int | None):
+    """(run id, its successful trials) for --run, or the newest run; unknown runs are user errors."""
+    with _open_store(db) as store:
+        run_id = run if run is not None else store.latest_run_id()
+        if run_id is None:
+            raise UserError(f"--db {db}: holds no runs")
+        store.run(run_id)
+        return run_id, store.trials(run_id)
+
+
 def _open_store(db: Path):
     from .store import Store
 
@@ -241,12 +251,7 @@ def report(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run"
     scalar = [k for k, f in Metrics.model_fields.items() if f.annotation in (float | None, int | None)]
     if metric not in scalar:
         raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(scalar)})")
-    with _open_store(db) as store:
-        run_id = run if run is not None else store.latest_run_id()
-        if run_id is None:
-            raise UserError(f"--db {db}: holds no runs")
-        store.run(run_id)
-        records = store.trials(run_id)
+    run_id, records = _run_trials(db, run)
     result = build_report(records, by, run_id, metric)
     typer.echo(render(result, fmt))
     if fmt == "table" and plot and len(result.rows) > 1:
@@ -265,12 +270,7 @@ def plot_cmd(by: str = typer.Option(..., "--by", help="knob on the x axis"),
     if out.suffix.lower() != ".png":
         raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
     _writable_out(out)
-    with _open_store(db) as store:
-        run_id = run if run is not None else store.latest_run_id()
-        if run_id is None:
-            raise UserError(f"--db {db}: holds no runs")
-        store.run(run_id)
-        records = store.trials(run_id)
+    run_id, records = _run_trials(db, run)
     written = plot_report(build_report(records, by, run_id, metric), out)
     typer.echo(f"wrote {written}")
 

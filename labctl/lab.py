@@ -18,7 +18,7 @@ from .signals import sigterm_raises
 from .pins import dpdk_worker_pins, pin_mismatches, qemu_pid, qemu_thread_pins, requested_pins
 from .profiles import LoadedProfile
 from .spec import Profile
-from .state import LabState, all_states, load_state, locked, teardown
+from .state import LabState, all_states, locked, teardown
 from .vswitch import start_recorded, vswitch_config, vswitch_testpmd
 
 QEMU_GROUP = "libvirt-qemu"  # Debian's qemu.conf runs QEMU as libvirt-qemu:libvirt-qemu
