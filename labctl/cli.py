@@ -211,10 +211,8 @@ def _sweep_with_progress(loaded, db, repeat, resume):
 
 def _writable_out(out: Path) -> None:
     """--out must name a file in an existing, writable directory (checked before any work)."""
-    import os as _os
-
     parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir() or not parent.is_dir() or not _os.access(parent, _os.W_OK):
+    if out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
         raise UserError(f"--out {out}: cannot write there (allowed: a file in an existing writable directory)")
 
 
