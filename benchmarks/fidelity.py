@@ -3,6 +3,9 @@ launched by hand (plain command lines, forward statistics read at the start and 
 interleaved, 5 pairs. Prints one JSON document: both medians, their ratio, the thread monitor's
 cost, and set-up plus teardown as a share of a 10 s trial.
 
+Both sides use 2 MiB hugepages (the by-hand side reserves them and mounts its own hugetlbfs, as an
+engineer would); FIDELITY_HUGEPAGES=0 runs both with --no-huge instead.
+
 Targets: ratio >= 0.98; monitor < 1% of a core; set-up + teardown < 10% of the trial.
 """
 
@@ -24,7 +27,10 @@ PROFILE = ROOT / "domains" / "quick.yaml"
 PAIRS = int(os.environ.get("FIDELITY_PAIRS", "5"))
 DURATION_S = float(os.environ.get("FIDELITY_DURATION_S", "10"))
 WARMUP_S = 2.0
-SETTINGS = ["guest.nics.*.rx_queue_size=256", "workload.burst=32", "guest.hugepages=false",
+HUGEPAGES = os.environ.get("FIDELITY_HUGEPAGES", "1") != "0"
+HUGEPAGES_SYSFS = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
+MANUAL_PAGES = 256  # 512 MiB: 256 MB of EAL memory for each testpmd
+SETTINGS = ["guest.nics.*.rx_queue_size=256", "workload.burst=32", f"guest.hugepages={str(HUGEPAGES).lower()}",
             f"workload.duration_s={DURATION_S:g}", f"workload.warmup_s={WARMUP_S:g}"]
 FWD = re.compile(r"Forward statistics for port (\d+)\s+-+\s+RX-packets:\s+(\d+)")
 
@@ -50,6 +56,23 @@ class Manual:
     def __init__(self, workdir: Path):
         self.dir = workdir
         self.socks = [workdir / "m0.sock", workdir / "m1.sock"]
+        self.huge = workdir / "huge"
+
+    def memory_args(self) -> list[str]:
+        return ["--huge-dir", str(self.huge)] if HUGEPAGES else ["--no-huge"]
+
+    def __enter__(self) -> "Manual":
+        if HUGEPAGES:
+            self.before = int(HUGEPAGES_SYSFS.read_text())
+            HUGEPAGES_SYSFS.write_text(str(self.before + MANUAL_PAGES))
+            self.huge.mkdir()
+            subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(self.huge)], check=True)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if HUGEPAGES:
+            subprocess.run(["umount", str(self.huge)], check=False)
+            HUGEPAGES_SYSFS.write_text(str(self.before))
 
     def _popen(self, argv: list[str], log: Path) -> subprocess.Popen:
         return subprocess.Popen(["stdbuf", "-oL", *argv], stdin=subprocess.PIPE, stdout=open(log, "w"),
@@ -67,7 +90,7 @@ class Manual:
             sock.unlink(missing_ok=True)
         vs_log, g_log = self.dir / "vs.log", self.dir / "g.log"
         vs = self._popen(["dpdk-testpmd", "--lcores", "0@(0-1),1@(0)", "--file-prefix", "manual-vs", "--no-pci",
-                          "-m", "256", "--single-file-segments", "--no-huge",
+                          "-m", "256", "--single-file-segments", *self.memory_args(),
                           "--vdev", f"net_vhost0,iface={self.socks[0]},queues=1",
                           "--vdev", f"net_vhost1,iface={self.socks[1]},queues=1", "--",
                           "-i", "--forward-mode=flowgen", "--nb-cores=1", "--rxq=1", "--txq=1", "--burst=32",
@@ -75,7 +98,7 @@ class Manual:
                           "--flowgen-flows=64"], vs_log)
         self._wait(vs_log, "testpmd> ")
         guest = self._popen(["dpdk-testpmd", "--lcores", "0@(0-1),1@(1)", "--file-prefix", "manual-g", "--no-pci",
-                             "-m", "256", "--single-file-segments", "--no-huge",
+                             "-m", "256", "--single-file-segments", *self.memory_args(),
                              "--vdev", f"net_virtio_user0,path={self.socks[0]},queues=1,queue_size=256",
                              "--vdev", f"net_virtio_user1,path={self.socks[1]},queues=1,queue_size=256", "--",
                              "-i", "--forward-mode=io", "--nb-cores=1", "--rxq=1", "--txq=1", "--burst=32",
@@ -114,32 +137,41 @@ class Manual:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="labctl-fidelity-") as tmp:
         workdir = Path(tmp)
-        manual = Manual(workdir)
         labctl_runs, manual_runs = [], []
-        for pair in range(PAIRS):
-            # interleaved, and the order alternates so neither side always runs first
-            if pair % 2 == 0:
-                labctl_runs.append(labctl_trial(workdir))
-                manual_runs.append(manual.trial())
-            else:
-                manual_runs.append(manual.trial())
-                labctl_runs.append(labctl_trial(workdir))
-        labctl_mpps = [r["mpps"] for r in labctl_runs]
-        median_labctl, median_manual = statistics.median(labctl_mpps), statistics.median(manual_runs)
-        overhead = [(r["setup_s"] + r["teardown_s"]) / DURATION_S for r in labctl_runs]
-        print(json.dumps({
-            "benchmark": "fidelity", "pairs": PAIRS, "duration_s": DURATION_S,
-            "labctl_mpps": labctl_mpps, "manual_mpps": manual_runs,
-            "median_labctl_mpps": median_labctl, "median_manual_mpps": median_manual,
-            "ratio": median_labctl / median_manual if median_manual else None,
-            "monitor_cost_pct_of_core": statistics.median(r["monitor_cost_pct"] for r in labctl_runs),
-            "setup_s": statistics.median(r["setup_s"] for r in labctl_runs),
-            "teardown_s": statistics.median(r["teardown_s"] for r in labctl_runs),
-            "setup_teardown_share_of_trial": statistics.median(overhead),
-            "labctl_wall_s": statistics.median(r["wall_s"] for r in labctl_runs),
-            "targets": {"ratio": ">= 0.98", "monitor_cost_pct_of_core": "< 1", "setup_teardown_share_of_trial": "< 0.10"},
-            "host_note": "2-vCPU guest host: two pollers plus control threads on 2 CPUs (oversubscribed)",
-        }, indent=2))
+        with Manual(workdir) as manual:
+            pairs(manual, workdir, labctl_runs, manual_runs)
+        report(labctl_runs, manual_runs)
+
+
+def pairs(manual: Manual, workdir: Path, labctl_runs: list[dict], manual_runs: list[float]) -> None:
+    for pair in range(PAIRS):
+        # interleaved, and the order alternates so neither side always runs first
+        if pair % 2 == 0:
+            labctl_runs.append(labctl_trial(workdir))
+            manual_runs.append(manual.trial())
+        else:
+            manual_runs.append(manual.trial())
+            labctl_runs.append(labctl_trial(workdir))
+
+
+def report(labctl_runs: list[dict], manual_runs: list[float]) -> None:
+    labctl_mpps = [r["mpps"] for r in labctl_runs]
+    median_labctl, median_manual = statistics.median(labctl_mpps), statistics.median(manual_runs)
+    overhead = [(r["setup_s"] + r["teardown_s"]) / DURATION_S for r in labctl_runs]
+    print(json.dumps({
+        "benchmark": "fidelity", "pairs": PAIRS, "duration_s": DURATION_S,
+        "labctl_mpps": labctl_mpps, "manual_mpps": manual_runs,
+        "median_labctl_mpps": median_labctl, "median_manual_mpps": median_manual,
+        "ratio": median_labctl / median_manual if median_manual else None,
+        "monitor_cost_pct_of_core": statistics.median(r["monitor_cost_pct"] for r in labctl_runs),
+        "setup_s": statistics.median(r["setup_s"] for r in labctl_runs),
+        "teardown_s": statistics.median(r["teardown_s"] for r in labctl_runs),
+        "setup_teardown_share_of_trial": statistics.median(overhead),
+        "labctl_wall_s": statistics.median(r["wall_s"] for r in labctl_runs),
+        "targets": {"ratio": ">= 0.98", "monitor_cost_pct_of_core": "< 1", "setup_teardown_share_of_trial": "< 0.10"},
+        "hugepages": HUGEPAGES,
+        "host_note": "2-vCPU guest host: two pollers plus control threads on 2 CPUs (oversubscribed)",
+    }, indent=2))
 
 
 if __name__ == "__main__":

@@ -34,8 +34,15 @@ def noisy_arguments(profile: Profile) -> list[str]:
 
 
 def noisy_memory_mb(profile: Profile) -> int:
-    """noisy mode allocates its lookup memory from DPDK's heap."""
-    return profile.workload.noisy.lkup_memory_mib if profile.workload.mode == "noisy" else 0
+    """noisy mode allocates its lookup memory (and a software TX ring) from DPDK's heap, once per
+    forwarding stream: one stream per port and queue."""
+    if profile.workload.mode != "noisy":
+        return 0
+    noisy = profile.workload.noisy
+    streams = len(profile.guest.nics) * max(n.queues for n in profile.guest.nics)
+    ring_mb = -(-noisy.tx_sw_bufsz * 8 // (1 << 20)) + 1
+    memory_mb = streams * (noisy.lkup_memory_mib + ring_mb)
+    return memory_mb + memory_mb % 2  # whole 2 MiB pages
 
 
 def forwarder_options(profile: Profile) -> TestpmdOptions:
@@ -53,13 +60,16 @@ def vcpu_cpusets(profile: Profile) -> list[frozenset[int] | None]:
 
 
 def embedded_forwarder(profile: Profile, sockets: list[Path], file_prefix: str, hugepages_dir: Path | None,
-                       log_path: Path) -> Testpmd:
+                       log_path: Path, server: bool = False) -> Testpmd:
+    """``server``: the virtio_user ports listen on their sockets (the vswitch connects as a client)."""
     vdevs = []
+    role = ",server=1" if server else ""
     for i, (nic, sock) in enumerate(zip(profile.guest.nics, sockets)):
         size = max(nic.rx_queue_size, nic.tx_queue_size)
-        vdevs.append(f"net_virtio_user{i},path={devarg_path(sock)},queues={nic.queues},queue_size={size}")
+        vdevs.append(f"net_virtio_user{i},path={devarg_path(sock)},queues={nic.queues},queue_size={size}{role}")
     app = forwarder_options(profile)
-    _mbufs, memory_mb = mbuf_budget(len(profile.guest.nics), app.rxq, app.rxd or 1024, app.txd or 1024)
+    _mbufs, memory_mb = mbuf_budget(len(profile.guest.nics), app.rxq, app.rxd or 1024, app.txd or 1024,
+                                    hugepages_dir is not None)
     eal = EalOptions(file_prefix=file_prefix, lcores=lcores_argument(vcpu_cpusets(profile)), vdevs=vdevs,
                      memory_mb=memory_mb + noisy_memory_mb(profile), hugepages_dir=hugepages_dir)
     return Testpmd("guest", eal, app, log_path)

@@ -51,10 +51,11 @@ class EalOptions:
     vdevs: list[str]
     memory_mb: int = 512
     hugepages_dir: Path | None = None  # None: --no-huge
+    log_levels: list[str] = field(default_factory=list)  # e.g. "lib.vhost.config:warning"
 
     def argv(self) -> list[str]:
         args = ["--lcores", self.lcores, "--file-prefix", self.file_prefix, "--no-pci", "-m", str(self.memory_mb),
-                "--single-file-segments"]
+                "--single-file-segments", *(f"--log-level={level}" for level in self.log_levels)]
         if self.hugepages_dir is None:
             args.append("--no-huge")
         else:
@@ -91,13 +92,19 @@ class TestpmdOptions:
         return args + self.extra
 
 
-MBUF_BYTES = 2304  # 2176-byte mbuf + mempool header
+# A 2176-byte mbuf takes ~2.4 KB with its headers (measured: 2383 B each on 2 MiB pages). DPDK 22.11
+# keeps mempool objects from crossing a page, so with --no-huge (4 KiB pages) each takes a page.
+MBUF_BYTES = {True: 2432, False: 4096}  # by hugepages
+EAL_HEADROOM_MB = 32  # rings, queues, memzones, telemetry: ~12 MB measured besides the pool
 
 
-def mbuf_budget(ports: int, queues: int, rxd: int, txd: int) -> tuple[int, int]:
-    """(mbufs, EAL memory in MB): every ring full twice over, plus per-core caches; small pools start fast."""
+def mbuf_budget(ports: int, queues: int, rxd: int, txd: int, hugepages: bool = False) -> tuple[int, int]:
+    """(mbufs, EAL memory in MB): every ring full twice over, plus per-core caches, and the pool plus
+    EAL_HEADROOM_MB. EAL memory is allocated and touched at start, so every MB more is start-up time
+    (and, on hosts that hand freed memory back to their own hypervisor, the dearest part of it)."""
     mbufs = max(16384, 2 * ports * queues * (rxd + txd) + 4096)
-    memory_mb = max(256, -(-mbufs * MBUF_BYTES // (1 << 20)) + 160)
+    memory_mb = -(-mbufs * MBUF_BYTES[hugepages] // (1 << 20)) + EAL_HEADROOM_MB
+    memory_mb += memory_mb % 2  # whole 2 MiB pages, so the pages reserved for two processes add up
     return mbufs, memory_mb
 
 
@@ -147,17 +154,20 @@ class Testpmd:
         return self.proc.pid
 
     def wait_paths(self, paths: list[Path], timeout_s: float = 60.0) -> None:
-        """Wait until every path exists (a daemon's vhost-user sockets)."""
+        """Wait until every path exists (vhost-user sockets this process creates)."""
         deadline = time.monotonic() + timeout_s
         while not all(p.exists() for p in paths):
             if self.proc and self.proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+                if self._reader:
+                    self._reader.join(1)
+                text = self.output() if self._reader else self.log_path.read_text(errors="replace")
+                tail = text.strip().splitlines()[-3:]
                 raise WorkloadError(f"{self.role} testpmd exited with code {self.proc.returncode}: "
                                     f"{' / '.join(tail)} (log {self.log_path})")
             if time.monotonic() > deadline:
                 raise WorkloadError(f"{self.role} testpmd made no {paths[0].name} within {timeout_s:.0f} s "
                                     f"(log {self.log_path})")
-            time.sleep(0.05)
+            time.sleep(0.005)
 
     def _read(self) -> None:
         assert self.proc and self.proc.stdout
@@ -221,17 +231,22 @@ class Testpmd:
     def fwd_stats(self) -> dict[int, FwdStats]:
         return parse_fwd_stats(self.command("show fwd stats all"))
 
+    def request_quit(self) -> None:
+        """Ask it to stop forwarding and exit, without waiting (quit() waits)."""
+        if not self.proc or self.proc.poll() is not None or not self.proc.stdin or self.proc.stdin.closed:
+            return
+        try:
+            self.proc.stdin.write(b"stop\nquit\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
     def quit(self, timeout_s: float = 15.0) -> None:
         """Stop forwarding and exit; kill when it does not exit in time."""
         if not self.proc:
             return
         if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin
-                self.proc.stdin.write(b"stop\nquit\n")
-                self.proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
+            self.request_quit()
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:

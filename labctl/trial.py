@@ -14,6 +14,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from .domxml import socket_path
@@ -32,7 +33,7 @@ from .spec import Profile
 from .state import LabState, locked, teardown
 from .telemetry import Telemetry
 from .testpmd import FwdStats, Testpmd
-from .vswitch import start_recorded, vswitch_config, vswitch_testpmd
+from .vswitch import connect_ports, start_recorded, vswitch_config, vswitch_testpmd
 
 LINK_TIMEOUT_S = 30.0
 MEMORY_ERRORS = re.compile(r"(?i)too many memory regions|failed to (?:mmap|map) .*region|"
@@ -157,6 +158,9 @@ def run_trial(loaded: LoadedProfile, on_phase: Callable[[str], None] | None = No
         finally:
             t0 = time.monotonic()
             phase("teardown")
+            for proc in reversed(procs):  # all exit at once, then each is waited for
+                with contextlib.suppress(Exception):
+                    proc.request_quit()
             for proc in reversed(procs):
                 with contextlib.suppress(Exception):
                     proc.quit()
@@ -180,24 +184,32 @@ def _run(profile: Profile, state: LabState, record: TrialRecord, phase: Callable
     logs.mkdir(parents=True, exist_ok=True)
     sockets = [socket_path(profile, i, run_dir()) for i in range(len(profile.guest.nics))]
     prefix = f"labctl-{profile.name}"
-    vswitch = vswitch_testpmd(vswitch_config(profile, sockets, f"{prefix}-vs", None), logs / "vswitch.log")
-    guest = embedded_forwarder(profile, sockets, f"{prefix}-guest", None, logs / "guest.log")
+    def build(hugedir: Path | None) -> tuple[Testpmd, Testpmd]:
+        # the guest's ports listen and the vswitch connects to them (see labctl.vswitch)
+        return (vswitch_testpmd(vswitch_config(profile, sockets, f"{prefix}-vs", hugedir, client=True),
+                                logs / "vswitch.log"),
+                embedded_forwarder(profile, sockets, f"{prefix}-guest", hugedir, logs / "guest.log", server=True))
+
     hugedir = None
     if profile.guest.hugepages:
-        grant = reserve(state, lab_run / "hugetlbfs", vswitch.eal.memory_mb + guest.eal.memory_mb)
+        mount = lab_run / "hugetlbfs"
+        grant = reserve(state, mount, sum(proc.eal.memory_mb for proc in build(mount)))
         if grant is None:
             record.warnings.append("hugepages could not be reserved: ran with --no-huge")
         else:
-            hugedir = vswitch.eal.hugepages_dir = guest.eal.hugepages_dir = grant.mount
+            hugedir = grant.mount
+    vswitch, guest = build(hugedir)
     for sock in sockets:
         state.record("path", str(sock))
     timings["prepare_s"] = time.monotonic() - t_setup
+    # both start at once: the guest waits in its first socket's accept() until the vswitch connects
+    procs.append(guest)
+    g_pid = start_recorded(state, guest)
     procs.append(vswitch)
     vs_pid = start_recorded(state, vswitch)
     vswitch.wait_ready()
     timings["vswitch_ready_s"] = time.monotonic() - t_setup
-    procs.append(guest)
-    g_pid = start_recorded(state, guest)
+    connect_ports(vswitch, guest, sockets)
     guest.wait_ready()
     timings["guest_ready_s"] = time.monotonic() - t_setup
     with Telemetry.connect(vswitch.eal.file_prefix) as vs_tel, Telemetry.connect(guest.eal.file_prefix) as g_tel:

@@ -1,4 +1,10 @@
-"""The host side of every lab: a testpmd "vswitch" with net_vhost ports (vhost-user servers).
+"""The host side of every lab: a testpmd "vswitch" with net_vhost ports.
+
+Facing libvirt guests its ports are vhost-user servers (QEMU connects). In the embedded lab they are
+clients, as OVS-DPDK's ``dpdkvhostuserclient`` ports are: the guest's ``net_virtio_user`` ports listen
+and the vswitch connects to each once its socket exists (``port start N``). A connecting client is
+served at once, while DPDK 22.11's vhost event thread only notices a listening socket added after it
+began polling at its next 1 s poll timeout, which made every embedded trial wait ~1 s for nothing.
 
 It is also the traffic generator and sink: in testpmd's ``flowgen`` mode each forwarding stream
 receives (and counts, then frees) what arrives on one port and sends generated frames out of the
@@ -8,6 +14,7 @@ Frames that cannot be placed in the guest's receive ring show as TX-dropped in i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,27 +63,46 @@ class VswitchConfig:
     packet_size: int
     file_prefix: str
     hugepages_dir: Path | None
+    client: bool = False
 
 
 def vswitch_config(profile: Profile, sockets: list[Path], file_prefix: str,
-                   hugepages_dir: Path | None) -> VswitchConfig:
+                   hugepages_dir: Path | None, client: bool = False) -> VswitchConfig:
     return VswitchConfig(sockets=sockets, queues=max(n.queues for n in profile.guest.nics),
                          pmds=pmd_cpusets(profile), packet_size=profile.workload.packet_size,
-                         file_prefix=file_prefix, hugepages_dir=hugepages_dir)
+                         file_prefix=file_prefix, hugepages_dir=hugepages_dir, client=client)
 
 
 def vswitch_testpmd(config: VswitchConfig, log_path: Path, forward_mode: str = "flowgen",
                     stats_period_s: int | None = None) -> Testpmd:
-    vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={config.queues}"
+    role = ",client=1" if config.client else ""
+    vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={config.queues}{role}"
              for i, sock in enumerate(config.sockets)]
-    mbufs, memory_mb = mbuf_budget(len(config.sockets), config.queues, 1024, 1024)
+    mbufs, memory_mb = mbuf_budget(len(config.sockets), config.queues, 1024, 1024, config.hugepages_dir is not None)
     eal = EalOptions(file_prefix=config.file_prefix, lcores=lcores_argument(config.pmds), vdevs=vdevs,
                      memory_mb=memory_mb, hugepages_dir=config.hugepages_dir)
     extra = [f"--txpkts={config.packet_size}", f"--flowgen-flows={GENERATOR_FLOWS}"] if forward_mode == "flowgen" else []
+    if config.client:
+        # A net_vhost port connects when it is configured: leave that to connect_ports(). The
+        # handshake then runs while testpmd answers commands, and its INFO lines and port events,
+        # printed by another thread, would split the prompt ("testpmd" ... "> "): keep only warnings.
+        extra += ["--disable-device-start", "--mask-event=intr_lsc", "--mask-event=queue_state"]
+        eal.log_levels.append("lib.vhost.config:warning")
     app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(config.pmds), rxq=config.queues,
                          txq=config.queues, burst=GENERATOR_BURST, total_mbufs=mbufs, extra=extra,
                          stats_period_s=stats_period_s)
     return Testpmd("vswitch", eal, app, log_path)
+
+
+def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], timeout_s: float = 60.0) -> None:
+    """Client-mode vswitch: start port N as soon as the listener's socket N exists (the listener
+    creates them one at a time, each after the previous one was connected)."""
+    for index, sock in enumerate(sockets):
+        listener.wait_paths([sock], timeout_s)
+        out = vswitch.command(f"port start {index}", timeout_s)
+        if re.search(r"(?i)fail|error", out):
+            raise WorkloadError(f"vswitch port {index} did not start: {out.strip().splitlines()[-1]} "
+                                f"(log {vswitch.log_path})")
 
 
 def start_recorded(state: "LabState", proc: Testpmd, daemon: bool = False) -> int:
