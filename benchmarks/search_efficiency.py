@@ -50,7 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     if path is not None:
         from labctl.interchange import read_jsonl
 
-        records = read_jsonl(path)
+        from labctl.errors import LabError
+
+        try:
+            records = read_jsonl(path)
+        except LabError as exc:
+            print(f"search_efficiency: {exc}", file=sys.stderr)
+            return 2
         source = {"source": "recorded", "path": str(path)}
     else:
         records = datasets.search_grid(seed=0)

@@ -247,8 +247,11 @@ class Testpmd:
             return
         if self.proc.poll() is None:
             self.request_quit()
+            # never at its prompt (e.g. a listening virtio_user port still waiting in accept() for a
+            # vswitch that failed): it cannot read "quit", so do not wait for it to
+            at_prompt = self._reader is None or PROMPT in self.output()
             try:
-                self.proc.wait(timeout_s)
+                self.proc.wait(timeout_s if at_prompt else 0.2)
             except subprocess.TimeoutExpired:
                 self.proc.terminate()
                 try:

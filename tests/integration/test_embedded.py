@@ -126,3 +126,24 @@ def test_run_cli_json(no_leftovers, cli):
 def test_run_refuses_libvirt_profile(cli):
     code, _, err = cli("run", str(DOMAINS / "tap-kernel.yaml"))
     assert code == 2 and "embedded" in err
+
+
+@pytest.mark.parametrize("role", ["vswitch", "guest"])
+def test_a_testpmd_that_dies_at_start_fails_the_trial_and_leaves_nothing(no_leftovers, monkeypatch, role):
+    """The guest listens and the vswitch connects: when either one dies at start, the other may be
+    left waiting (the guest in accept(), the vswitch for a socket); the trial still ends, names the
+    process that died, and removes everything."""
+    import labctl.trial as trial_module
+    from labctl.testpmd import EalOptions
+
+    original = EalOptions.argv
+
+    def broken(self):
+        argv = original(self)
+        return argv + ["--no-such-eal-option"] if self.file_prefix.endswith("-vs" if role == "vswitch" else "-guest") \
+            else argv
+
+    monkeypatch.setattr(EalOptions, "argv", broken)
+    record = trial_module.run_trial(load_profile(DOMAINS / "quick.yaml", SHORT, cpus=None))
+    assert record.status == "failed" and record.metrics.mpps is None  # nothing measured, nothing recorded as 0
+    assert f"{role} testpmd exited" in record.error, record.error

@@ -189,3 +189,19 @@ def test_benchmark_prints_one_json_document(tmp_path, capsys):
     assert bench.main(["--synthetic", "--seeds", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["source"] == "synthetic" and data["grid"]["configurations"] == 54
+
+
+def test_benchmark_names_an_unreadable_file(tmp_path, capsys):
+    assert _benchmark().main([str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("search_efficiency: ") and "missing.jsonl" in err and "Traceback" not in err
+
+
+def test_recorded_grid_ships_with_the_benchmark():
+    from labctl.interchange import read_jsonl
+
+    records = read_jsonl(ROOT / "benchmarks" / "data" / "embedded-grid.jsonl")
+    configs = {tuple(sorted((k, r.config[k]) for k in ("guest.nics.0.rx_queue_size", "workload.burst",
+                                                       "guest.nics.0.queues"))) for r in records}
+    assert len(records) == 72 and len(configs) == 24 and all(r.status == "ok" for r in records)
+    assert all(r.config["guest.hugepages"] is True and r.env.hugepages for r in records)
