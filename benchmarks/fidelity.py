@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,8 +43,18 @@ def labctl_trial(workdir: Path) -> dict:
     for setting in SETTINGS:
         argv += ["--set", setting]
     started = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        stdout, stderr = child.communicate()
+    except BaseException:
+        # Ctrl-C or SIGTERM: labctl got (or gets) SIGINT too; let it tear its lab down before we go
+        child.send_signal(signal.SIGINT)
+        child.wait(60)
+        raise
+    if child.returncode != 0:
+        raise RuntimeError(f"labctl run exited with {child.returncode}: {stderr.strip()}")
     wall = time.monotonic() - started
+    proc = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     record = json.loads(proc.stdout)
     timings = record["details"]["timings"]
     return {"mpps": record["metrics"]["mpps"], "wall_s": wall, "monitor_cost_pct": record["details"]["monitor_cost_pct"],
@@ -61,22 +72,40 @@ class Manual:
     def memory_args(self) -> list[str]:
         return ["--huge-dir", str(self.huge)] if HUGEPAGES else ["--no-huge"]
 
-    def __enter__(self) -> "Manual":
+    def __enter__(self) -> Manual:
+        self.added = 0
         if HUGEPAGES:
-            self.before = int(HUGEPAGES_SYSFS.read_text())
-            HUGEPAGES_SYSFS.write_text(str(self.before + MANUAL_PAGES))
-            self.huge.mkdir()
-            subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(self.huge)], check=True)
+            before = int(HUGEPAGES_SYSFS.read_text())
+            HUGEPAGES_SYSFS.write_text(str(before + MANUAL_PAGES))
+            self.added = max(int(HUGEPAGES_SYSFS.read_text()) - before, 0)
+            try:
+                self.huge.mkdir()
+                subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(self.huge)], check=True)
+            except BaseException:
+                self._give_back()
+                raise
         return self
 
     def __exit__(self, *_exc) -> None:
         if HUGEPAGES:
-            subprocess.run(["umount", str(self.huge)], check=False)
-            HUGEPAGES_SYSFS.write_text(str(self.before))
+            try:
+                if os.path.ismount(self.huge):
+                    subprocess.run(["umount", str(self.huge)], check=True)
+            finally:
+                self._give_back()
+
+    def _give_back(self) -> None:
+        """Return the pages this benchmark added (not an absolute count: others may reserve meanwhile)."""
+        if self.added:
+            HUGEPAGES_SYSFS.write_text(str(max(int(HUGEPAGES_SYSFS.read_text()) - self.added, 0)))
+            self.added = 0
 
     def _popen(self, argv: list[str], log: Path) -> subprocess.Popen:
-        return subprocess.Popen(["stdbuf", "-oL", *argv], stdin=subprocess.PIPE, stdout=open(log, "w"),
-                                stderr=subprocess.STDOUT, text=True)
+        with open(log, "w") as out:
+            proc = subprocess.Popen(["stdbuf", "-oL", *argv], stdin=subprocess.PIPE, stdout=out,
+                                    stderr=subprocess.STDOUT, text=True)
+        self.procs.append(proc)
+        return proc
 
     def _wait(self, log: Path, needle: str, count: int = 1, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -86,6 +115,18 @@ class Manual:
             time.sleep(0.05)
 
     def trial(self) -> float:
+        self.procs: list[subprocess.Popen] = []
+        try:
+            return self._trial()
+        finally:
+            for proc in self.procs:  # whatever went wrong, no testpmd outlives its trial
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(10)
+            for prefix in ("manual-vs", "manual-g"):
+                shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+
+    def _trial(self) -> float:
         for sock in self.socks:
             sock.unlink(missing_ok=True)
         vs_log, g_log = self.dir / "vs.log", self.dir / "g.log"
@@ -119,8 +160,6 @@ class Manual:
             proc.stdin.write("stop\nquit\n")
             proc.stdin.flush()
             proc.wait(30)
-        for prefix in ("manual-vs", "manual-g"):
-            shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
         return (after - before) / window / 1e6
 
     def _rx(self, proc: subprocess.Popen, log: Path) -> int:
@@ -134,7 +173,12 @@ class Manual:
         return sum(int(rx) for _port, rx in FWD.findall(block)[:2])
 
 
+def _terminated(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminated)
     with tempfile.TemporaryDirectory(prefix="labctl-fidelity-") as tmp:
         workdir = Path(tmp)
         labctl_runs, manual_runs = [], []

@@ -34,14 +34,13 @@ def noisy_arguments(profile: Profile) -> list[str]:
 
 
 def noisy_memory_mb(profile: Profile) -> int:
-    """noisy mode allocates its lookup memory (and a software TX ring) from DPDK's heap, once per
-    forwarding stream: one stream per port and queue."""
+    """noisy mode allocates its lookup memory (and a software TX ring) from DPDK's heap once per
+    port (testpmd 22.11 noisy_fwd_begin)."""
     if profile.workload.mode != "noisy":
         return 0
     noisy = profile.workload.noisy
-    streams = len(profile.guest.nics) * max(n.queues for n in profile.guest.nics)
     ring_mb = -(-noisy.tx_sw_bufsz * 8 // (1 << 20)) + 1
-    memory_mb = streams * (noisy.lkup_memory_mib + ring_mb)
+    memory_mb = len(profile.guest.nics) * (noisy.lkup_memory_mib + ring_mb)
     return memory_mb + memory_mb % 2  # whole 2 MiB pages
 
 

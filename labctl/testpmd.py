@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,15 +96,15 @@ class TestpmdOptions:
 # A 2176-byte mbuf takes ~2.4 KB with its headers (measured: 2383 B each on 2 MiB pages). DPDK 22.11
 # keeps mempool objects from crossing a page, so with --no-huge (4 KiB pages) each takes a page.
 MBUF_BYTES = {True: 2432, False: 4096}  # by hugepages
-EAL_HEADROOM_MB = 32  # rings, queues, memzones, telemetry: ~12 MB measured besides the pool
+EAL_HEADROOM_MB = 32  # rings, memzones, telemetry: ~12 MB measured besides the pool (2 ports x 4 queues)
 
 
 def mbuf_budget(ports: int, queues: int, rxd: int, txd: int, hugepages: bool = False) -> tuple[int, int]:
     """(mbufs, EAL memory in MB): every ring full twice over, plus per-core caches, and the pool plus
-    EAL_HEADROOM_MB. EAL memory is allocated and touched at start, so every MB more is start-up time
+    EAL_HEADROOM_MB and 1 MB per port and queue (per-virtqueue state). EAL memory is allocated and touched at start, so every MB more is start-up time
     (and, on hosts that hand freed memory back to their own hypervisor, the dearest part of it)."""
     mbufs = max(16384, 2 * ports * queues * (rxd + txd) + 4096)
-    memory_mb = -(-mbufs * MBUF_BYTES[hugepages] // (1 << 20)) + EAL_HEADROOM_MB
+    memory_mb = -(-mbufs * MBUF_BYTES[hugepages] // (1 << 20)) + EAL_HEADROOM_MB + ports * queues
     memory_mb += memory_mb % 2  # whole 2 MiB pages, so the pages reserved for two processes add up
     return mbufs, memory_mb
 
@@ -153,10 +154,11 @@ class Testpmd:
                                          start_new_session=True)
         return self.proc.pid
 
-    def wait_paths(self, paths: list[Path], timeout_s: float = 60.0) -> None:
-        """Wait until every path exists (vhost-user sockets this process creates)."""
+    def wait_paths(self, paths: list[Path], timeout_s: float = 60.0,
+                   ready: Callable[[Path], bool] = Path.exists) -> None:
+        """Wait until every path is ``ready`` (by default: exists): vhost-user sockets it creates."""
         deadline = time.monotonic() + timeout_s
-        while not all(p.exists() for p in paths):
+        while not all(ready(p) for p in paths):
             if self.proc and self.proc.poll() is not None:
                 if self._reader:
                     self._reader.join(1)
@@ -246,12 +248,15 @@ class Testpmd:
         if not self.proc:
             return
         if self.proc.poll() is None:
-            self.request_quit()
-            # never at its prompt (e.g. a listening virtio_user port still waiting in accept() for a
-            # vswitch that failed): it cannot read "quit", so do not wait for it to
-            at_prompt = self._reader is None or PROMPT in self.output()
+            if self._reader is not None and PROMPT not in self.output():
+                # never at its prompt (e.g. a listening virtio_user port waiting in accept() for a
+                # vswitch that failed): it cannot read "quit", and it survives SIGTERM there (accept
+                # is retried for the next port). It runs --in-memory, so there is nothing to flush.
+                self.proc.kill()
+            else:
+                self.request_quit()
             try:
-                self.proc.wait(timeout_s if at_prompt else 0.2)
+                self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 self.proc.terminate()
                 try:

@@ -158,10 +158,7 @@ def run_trial(loaded: LoadedProfile, on_phase: Callable[[str], None] | None = No
         finally:
             t0 = time.monotonic()
             phase("teardown")
-            for proc in reversed(procs):  # all exit at once, then each is waited for
-                with contextlib.suppress(Exception):
-                    proc.request_quit()
-            for proc in reversed(procs):
+            for proc in reversed(procs):  # newest first: the guest closes its vhost-user ports, then the vswitch
                 with contextlib.suppress(Exception):
                     proc.quit()
             failures = teardown(state)
@@ -201,11 +198,11 @@ def _run(profile: Profile, state: LabState, record: TrialRecord, phase: Callable
     vswitch, guest = build(hugedir)
     for sock in sockets:
         state.record("path", str(sock))
+        sock.unlink(missing_ok=True)  # the guest binds it; a stale file would fail (or fool) that
     timings["prepare_s"] = time.monotonic() - t_setup
     # both start at once: the guest waits in its first socket's accept() until the vswitch connects
-    procs.append(guest)
+    procs.extend([vswitch, guest])  # teardown: the guest quits first (its close talks to the vswitch)
     g_pid = start_recorded(state, guest)
-    procs.append(vswitch)
     vs_pid = start_recorded(state, vswitch)
     vswitch.wait_ready()
     timings["vswitch_ready_s"] = time.monotonic() - t_setup

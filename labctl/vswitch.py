@@ -94,11 +94,29 @@ def vswitch_testpmd(config: VswitchConfig, log_path: Path, forward_mode: str = "
     return Testpmd("vswitch", eal, app, log_path)
 
 
+UNIX_LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags column
+
+
+def unix_listening(path: Path) -> bool:
+    """Whether some process listens on the unix socket ``path`` (its file appears at bind(), before
+    listen(): a connect in between is refused)."""
+    text = str(path)
+    try:
+        lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace").splitlines()[1:]
+    except OSError:
+        return path.exists()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7] == text and int(fields[3], 16) & UNIX_LISTENING:
+            return True
+    return False
+
+
 def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], timeout_s: float = 60.0) -> None:
-    """Client-mode vswitch: start port N as soon as the listener's socket N exists (the listener
+    """Client-mode vswitch: start port N as soon as the listener listens on socket N (the listener
     creates them one at a time, each after the previous one was connected)."""
     for index, sock in enumerate(sockets):
-        listener.wait_paths([sock], timeout_s)
+        listener.wait_paths([sock], timeout_s, ready=unix_listening)
         out = vswitch.command(f"port start {index}", timeout_s)
         if re.search(r"(?i)fail|error", out):
             raise WorkloadError(f"vswitch port {index} did not start: {out.strip().splitlines()[-1]} "
