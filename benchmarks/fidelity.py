@@ -24,8 +24,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from labctl.steadiness import probe  # noqa: E402
 PROFILE = ROOT / "domains" / "quick.yaml"
 PAIRS = int(os.environ.get("FIDELITY_PAIRS", "5"))
+STEADINESS_S = 5.0
 DURATION_S = float(os.environ.get("FIDELITY_DURATION_S", "10"))
 WARMUP_S = 2.0
 HUGEPAGES = os.environ.get("FIDELITY_HUGEPAGES", "1") != "0"
@@ -182,9 +185,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="labctl-fidelity-") as tmp:
         workdir = Path(tmp)
         labctl_runs, manual_runs = [], []
+        steadiness = [probe(STEADINESS_S)]  # how steady the host is, before and after the pairs
         with Manual(workdir) as manual:
             pairs(manual, workdir, labctl_runs, manual_runs)
-        report(labctl_runs, manual_runs)
+        steadiness.append(probe(STEADINESS_S))
+        report(labctl_runs, manual_runs, steadiness)
 
 
 def pairs(manual: Manual, workdir: Path, labctl_runs: list[dict], manual_runs: list[float]) -> None:
@@ -212,7 +217,7 @@ def ratio_ci(labctl: list[float], manual: list[float], resamples: int = 10000) -
     return [ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]]
 
 
-def report(labctl_runs: list[dict], manual_runs: list[float]) -> None:
+def report(labctl_runs: list[dict], manual_runs: list[float], steadiness: list) -> None:
     labctl_mpps = [r["mpps"] for r in labctl_runs]
     median_labctl, median_manual = statistics.median(labctl_mpps), statistics.median(manual_runs)
     overhead = [(r["setup_s"] + r["teardown_s"]) / DURATION_S for r in labctl_runs]
@@ -232,6 +237,8 @@ def report(labctl_runs: list[dict], manual_runs: list[float]) -> None:
         "targets": {"ratio": ">= 0.98", "monitor_cost_pct_of_core": "< 1", "setup_teardown_share_of_trial": "< 0.10"},
         "hugepages": HUGEPAGES,
         "host_note": "2-vCPU guest host: two pollers plus control threads on 2 CPUs (oversubscribed)",
+        # `labctl doctor --steadiness`: the host's own speed, with nothing running, before and after
+        "host_steadiness": [{k: v for k, v in s.to_dict().items() if k != "samples"} for s in steadiness],
     }, indent=2))
 
 

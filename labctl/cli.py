@@ -425,13 +425,26 @@ def image_build(force: bool = typer.Option(False, "--force", help="rebuild even 
 
 
 @app.command()
-def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
+def doctor(as_json: bool = typer.Option(False, "--json"),
+           steadiness: float = typer.Option(0.0, "--steadiness", metavar="SECONDS",
+                                            help="also probe how steady the host's speed is for SECONDS (1-600): "
+                                                 "shared or oversubscribed hosts give two-band results")) -> None:
     """Report what this host can do: CPUs, NUMA, hugepages, KVM, versions, lab backends."""
     from .host import gather
 
     facts = gather()
+    probed = None
+    if steadiness:
+        from .signals import sigterm_raises
+        from .steadiness import probe
+
+        with sigterm_raises():
+            probed = probe(steadiness)
     if as_json:
-        _print_json(facts.to_dict())
+        data = facts.to_dict()
+        if probed is not None:
+            data["steadiness"] = probed.to_dict()
+        _print_json(data)
         return
     from .cpuset import format_cpuset
 
@@ -445,6 +458,8 @@ def doctor(as_json: bool = typer.Option(False, "--json")) -> None:
         typer.echo(f"{name + ':':<11} {version or 'not installed'}")
     for name, text in facts.backends.items():
         typer.echo(f"lab {name + ':':<7} {text}")
+    if probed is not None:
+        typer.echo(f"steadiness: {probed.describe()}")
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -1,0 +1,76 @@
+"""The host steadiness probe: its verdict on known samples, its bounds, and a real (short) probe."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import psutil
+import pytest
+
+from labctl.errors import UserError
+from labctl.steadiness import STEADY_SPREAD, Sample, probe, summarise
+
+
+def _samples(cpu_rates: list[float], copy_rates: list[float]) -> list[Sample]:
+    return [Sample(t=0.5 * i, cpu=i % 2, cpu_rate=c, copy_gbps=m) for i, (c, m) in enumerate(zip(cpu_rates, copy_rates))]
+
+
+def test_quiet_host_is_steady():
+    s = summarise(_samples([1000 + (i % 3) for i in range(20)], [30.0 + 0.1 * (i % 4) for i in range(20)]), 5, 0.5)
+    assert s.verdict == "steady"
+    assert s.cpu_spread < 0.01 and s.copy_spread < 0.02
+    assert s.describe().startswith("steady:") and "CPUs 0,1" in s.describe()
+
+
+def test_two_band_host_is_unsteady():
+    # ten seconds fast, then ten seconds at half speed: what a busy neighbour does
+    cpu = [1000.0] * 20 + [500.0] * 20
+    copy = [30.0] * 20 + [12.0] * 20
+    s = summarise(_samples(cpu, copy), 20, 0.5)
+    assert s.verdict == "unsteady"
+    assert s.cpu_spread == pytest.approx(1.0)
+    assert "two-band" in s.describe() and "spread 100%" in s.describe()
+
+
+def test_one_unsteady_rate_is_enough():
+    s = summarise(_samples([1000.0] * 20, [30.0] * 10 + [30.0 * (1 + 2 * STEADY_SPREAD)] * 10), 10, 0.5)
+    assert s.cpu_spread == 0 and s.copy_spread > STEADY_SPREAD and s.verdict == "unsteady"
+
+
+def test_too_few_samples_is_unknown():
+    s = summarise(_samples([1000.0, 500.0], [30.0, 10.0]), 1, 0.5)
+    assert s.verdict == "unknown" and "too few" in s.describe()
+
+
+@pytest.mark.parametrize("kwargs, field", [({"seconds": 0.5}, "steadiness 0.5 s"), ({"seconds": 601}, "steadiness 601 s"),
+                                           ({"seconds": 2, "interval_s": 1.5}, "interval_s 1.5"),
+                                           ({"seconds": 2, "cpus": [9999]}, "cpus [9999]")])
+def test_bad_arguments_name_the_field(kwargs, field):
+    with pytest.raises(UserError) as info:
+        probe(**kwargs)
+    assert str(info.value).startswith("steadiness") and field in str(info.value) and "allowed" in str(info.value)
+
+
+def test_real_probe_samples_every_cpu_and_leaves_no_worker():
+    cpus = sorted(os.sched_getaffinity(0))
+    s = probe(1.0, interval_s=0.25)
+    assert s.cpus == cpus
+    per_cpu = {c: [x for x in s.samples if x.cpu == c] for c in cpus}
+    assert all(len(v) >= 2 for v in per_cpu.values())
+    assert all(x.cpu_rate > 0 and x.copy_gbps > 0 for x in s.samples)
+    assert s.verdict in ("steady", "unsteady")
+    data = json.loads(json.dumps(s.to_dict()))
+    assert data["cpu_rate"]["min"] <= data["cpu_rate"]["median"] <= data["cpu_rate"]["max"]
+    assert not [p for p in psutil.Process().children(recursive=True) if "labctl.steadiness" in " ".join(p.cmdline())]
+
+
+def test_doctor_steadiness_bad_value_one_line_exit_2(cli):
+    code, out, err = cli("doctor", "--steadiness", "0.5")
+    assert code == 2 and out == "" and err.strip() == "steadiness 0.5 s: allowed 1 to 600 seconds"
+
+
+def test_doctor_steadiness_json(cli):
+    code, out, _ = cli("doctor", "--json", "--steadiness", "1")
+    data = json.loads(out)["steadiness"]
+    assert code == 0 and data["verdict"] in ("steady", "unsteady") and data["samples"]
