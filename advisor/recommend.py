@@ -912,7 +912,8 @@ class _Analysis:
                          f"--repeat {repeats} (about {per_value} trials per value)")
             else:
                 text += (f"; a {self.floor:g}% difference is below what cv {100 * cv:.1f}% can resolve "
-                         "(over 100 repeats): treat the values as equivalent, or quiet the host and repeat")
+                         "(over 100 repeats): treat the values as equivalent, or quiet the host "
+                         "(`labctl doctor --steadiness 20` measures it) and repeat")
         for v in slower:
             if v != alt:
                 text += f"; {self.label(k, v)} is slower ({effects[v].format()} Mpps): avoid it"
