@@ -600,8 +600,8 @@ class _Analysis:
                     "a median then depends on which band its runs hit")
         else:
             text = f"two-band results ({where})"
-        return (text + "; pin the vswitch PMD and the vCPUs to separate cores (labctl advise --plan) "
-                "and repeat")
+        return (text + "; pin the vswitch PMD and the vCPUs to separate cores (labctl advise --plan), check "
+                "that the host's own speed is steady (labctl doctor --steadiness 20), and repeat")
 
     # -- helpers -----------------------------------------------------------------------------------
 

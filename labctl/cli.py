@@ -426,15 +426,20 @@ def image_build(force: bool = typer.Option(False, "--force", help="rebuild even 
 
 @app.command()
 def doctor(as_json: bool = typer.Option(False, "--json"),
-           steadiness: float = typer.Option(0.0, "--steadiness", metavar="SECONDS",
-                                            help="also probe how steady the host's speed is for SECONDS (1-600): "
-                                                 "shared or oversubscribed hosts give two-band results")) -> None:
+           steadiness: Optional[float] = typer.Option(None, "--steadiness", metavar="SECONDS",
+                                                      help="also probe how steady the host's speed is for SECONDS "
+                                                           "(1-600): shared or oversubscribed hosts give two-band "
+                                                           "results")) -> None:
     """Report what this host can do: CPUs, NUMA, hugepages, KVM, versions, lab backends."""
     from .host import gather
 
+    if steadiness is not None:
+        from .steadiness import check_arguments
+
+        check_arguments(steadiness)  # bad input fails before any work
     facts = gather()
     probed = None
-    if steadiness:
+    if steadiness is not None:
         from .signals import sigterm_raises
         from .steadiness import probe
 

@@ -10,7 +10,8 @@ LabError
     ├── WorkloadError    a DPDK process failed to start, connect or forward
     │   └── ZeroForwardingError  the workload ran but forwarded nothing (e.g. vhost memory-table errors)
     ├── StateError       the state file is unreadable or locked by another labctl
-    └── StoreError       the SQLite result store failed
+    ├── StoreError       the SQLite result store failed
+    └── ProbeError       the host steadiness probe failed
 """
 
 from __future__ import annotations
@@ -88,3 +89,7 @@ class StateError(LabFault):
 
 class StoreError(LabFault):
     """The result store failed."""
+
+
+class ProbeError(LabFault):
+    """The host steadiness probe (``labctl doctor --steadiness``) failed."""

@@ -251,7 +251,7 @@ class Testpmd:
             if self._reader is not None and PROMPT not in self.output():
                 # never at its prompt (e.g. a listening virtio_user port waiting in accept() for a
                 # vswitch that failed): it cannot read "quit", and it survives SIGTERM there (accept
-                # is retried for the next port). It runs --in-memory, so there is nothing to flush.
+                # is retried for the next port). Its memory is --in-memory or --no-huge: nothing to flush.
                 self.proc.kill()
             else:
                 self.request_quit()

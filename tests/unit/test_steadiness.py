@@ -8,7 +8,11 @@ import os
 import psutil
 import pytest
 
-from labctl.errors import UserError
+import subprocess
+import sys
+
+from labctl import steadiness
+from labctl.errors import ProbeError, UserError
 from labctl.steadiness import STEADY_SPREAD, Sample, probe, summarise
 
 
@@ -39,12 +43,21 @@ def test_one_unsteady_rate_is_enough():
 
 
 def test_too_few_samples_is_unknown():
-    s = summarise(_samples([1000.0, 500.0], [30.0, 10.0]), 1, 0.5)
-    assert s.verdict == "unknown" and "too few" in s.describe()
+    s = summarise(_samples([1000.0, 500.0] * 3, [30.0, 10.0] * 3), 1, 0.5)
+    assert s.verdict == "unknown" and s.cpu_spread is None and "3 samples per CPU" in s.describe()
+
+
+def test_a_slower_cpu_is_not_unsteadiness():
+    # CPU 1 is steadily 40% slower (an SMT sibling, an IRQ-heavy CPU): steady over time
+    samples = [Sample(t=0.5 * i, cpu=c, cpu_rate=1000.0 if c == 0 else 600.0, copy_gbps=30.0 if c == 0 else 18.0)
+               for i in range(10) for c in (0, 1)]
+    s = summarise(samples, 5, 0.5)
+    assert s.verdict == "steady" and s.cpu_spread == 0 and s.copy_spread == 0
+    assert s.cpu_medians() == {0: {"cpu_rate": 1000.0, "copy_gbps": 30.0}, 1: {"cpu_rate": 600.0, "copy_gbps": 18.0}}
 
 
 @pytest.mark.parametrize("kwargs, field", [({"seconds": 0.5}, "steadiness 0.5 s"), ({"seconds": 601}, "steadiness 601 s"),
-                                           ({"seconds": 2, "interval_s": 1.5}, "interval_s 1.5"),
+                                           ({"seconds": 2, "interval_s": 1.5}, "interval_s 1.5"), ({"seconds": 2, "interval_s": 0.01}, "interval_s 0.01"),
                                            ({"seconds": 2, "cpus": [9999]}, "cpus [9999]")])
 def test_bad_arguments_name_the_field(kwargs, field):
     with pytest.raises(UserError) as info:
@@ -54,7 +67,7 @@ def test_bad_arguments_name_the_field(kwargs, field):
 
 def test_real_probe_samples_every_cpu_and_leaves_no_worker():
     cpus = sorted(os.sched_getaffinity(0))
-    s = probe(1.0, interval_s=0.25)
+    s = probe(1.0)
     assert s.cpus == cpus
     per_cpu = {c: [x for x in s.samples if x.cpu == c] for c in cpus}
     assert all(len(v) >= 2 for v in per_cpu.values())
@@ -62,7 +75,43 @@ def test_real_probe_samples_every_cpu_and_leaves_no_worker():
     assert s.verdict in ("steady", "unsteady")
     data = json.loads(json.dumps(s.to_dict()))
     assert data["cpu_rate"]["min"] <= data["cpu_rate"]["median"] <= data["cpu_rate"]["max"]
-    assert not [p for p in psutil.Process().children(recursive=True) if "labctl.steadiness" in " ".join(p.cmdline())]
+    assert not _workers_left()
+    assert len(per_cpu[cpus[0]]) >= steadiness.MIN_SAMPLES  # the default interval gives every CPU enough
+
+
+def _workers_left() -> list:
+    return [p for p in psutil.Process().children(recursive=True) if "labctl.steadiness" in " ".join(p.cmdline())]
+
+
+def test_a_failing_worker_is_named_and_the_others_are_stopped(monkeypatch):
+    real = steadiness._worker_argv
+    first = sorted(os.sched_getaffinity(0))[0]
+
+    def argv(cpu, *rest):
+        if cpu == first:
+            return [sys.executable, "-c", "import sys; sys.stderr.write('no numpy here\\n'); sys.exit(3)"]
+        return real(cpu, *rest)
+
+    monkeypatch.setattr(steadiness, "_worker_argv", argv)
+    with pytest.raises(ProbeError) as info:
+        probe(20)  # the other workers would run 20 s: they must be killed, not waited for
+    assert str(info.value) == f"steadiness probe: the worker on CPU {first} exited with 3: no numpy here"
+    assert not _workers_left()
+
+
+def test_interrupted_probe_leaves_no_worker(monkeypatch):
+    real_wait = subprocess.Popen.wait
+
+    def wait(self, timeout=None):
+        if "labctl.steadiness" in " ".join(map(str, self.args)) and self.returncode is None and timeout and timeout > 10:
+            raise KeyboardInterrupt  # Ctrl-C while the probe waits for its workers
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        probe(20)
+    monkeypatch.setattr(subprocess.Popen, "wait", real_wait)
+    assert not _workers_left()
 
 
 def test_doctor_steadiness_bad_value_one_line_exit_2(cli):
