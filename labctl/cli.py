@@ -364,7 +364,10 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
     if as_json:
         _print_json(result.to_dict())
     else:
-        typer.echo(f"best: {result.best_config} ({result.trials_used} trials, stopped: {result.stop_reason})")
+        knobs = " ".join(f"{k}={v}" for k, v in result.best_config.items())
+        measured = (f"median {result.best_median:.3f} Mpps over {result.best_n} trial{'s' if result.best_n != 1 else ''}; "
+                    if result.best_median is not None and result.best_n else "")
+        typer.echo(f"best: {knobs} ({measured}{result.trials_used} trials used, stopped: {result.stop_reason})")
 
 
 def _tune_live(file, budget, seed, db, run_search, space_from_profile, quiet):
@@ -393,7 +396,9 @@ def _tune_live(file, budget, seed, db, run_search, space_from_profile, quiet):
 
         def step(item) -> None:
             if not quiet:
-                typer.echo(f"[{item.step}] {item.config} -> {item.mpps}", err=True)
+                knobs = " ".join(f"{k.split('.')[-1]}={v}" for k, v in item.config.items())
+                rate = "failed" if item.mpps is None else f"{item.mpps:.3f} Mpps"
+                typer.echo(f"[{item.step}/{budget}] {item.phase}: {knobs} -> {rate}", err=True)
 
         try:
             result = run_search(space, evaluate, budget, seed, on_step=step)

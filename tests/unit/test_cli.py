@@ -81,6 +81,9 @@ def test_advise_plan_and_replay_cli(cli, tmp_path):
     assert code == 0 and data["trials_used"] <= 20 and data["best_config"] and len(data["history"]) == data["trials_used"]
     code2, out2, _ = cli("tune", "--replay", str(path), "--budget", "20", "--seed", "3", "--json")
     assert _json.loads(out2) == data  # the same seed gives the same search
+    code, text, _ = cli("tune", "--replay", str(path), "--budget", "20", "--seed", "3")
+    knobs = " ".join(f"{k}={v}" for k, v in data["best_config"].items())
+    assert code == 0 and text.startswith(f"best: {knobs} (median ") and f"{data['trials_used']} trials used" in text
     code, _, err = cli("tune", "--budget", "5")
     assert code == 2 and "--replay" in err
     code, _, err = cli("advise", "--db", str(tmp_path / "missing.db"))
