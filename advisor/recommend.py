@@ -535,6 +535,20 @@ def _pct_loss(x: float) -> str:
     return f"{100.0 * x:.2g}%"
 
 
+def _pollers_apart(env: Any) -> bool:
+    """The trial's pins, as read back from its threads, put the vswitch PMDs and the guest's forwarding
+    cores on disjoint CPUs, and the monitor saw no two pollers share one."""
+    pins = dict(getattr(env, "pins", None) or {})
+    if getattr(env, "shared_cores", False) or not pins:
+        return False
+    try:
+        host = {c for k, v in pins.items() if k.startswith("vswitch.") for c in parse_cpuset(str(v))}
+        guest = {c for k, v in pins.items() if k.startswith("guest.") for c in parse_cpuset(str(v))}
+    except ValueError:  # pins from another version or an import: no claim
+        return False
+    return bool(host) and bool(guest) and not host & guest
+
+
 class _Analysis:
     def __init__(self, records: list[TrialRecord], refs: list[int], dims: list[Knob], max_loss: float,
                  confidence: float, noise_floor_pct: float, seed: int):
@@ -568,6 +582,7 @@ class _Analysis:
         self.band: evidence.TwoBand | None = None
         self.band_limited = False
         self.bimodal_cells: list[_Cell] = []
+        self.pollers_apart = bool(records) and all(_pollers_apart(r.env) for r in records)
         self._find_bands()
 
     # -- two bands ---------------------------------------------------------------------------------
@@ -600,6 +615,10 @@ class _Analysis:
                     "a median then depends on which band its runs hit")
         else:
             text = f"two-band results ({where})"
+        if self.pollers_apart:
+            return (text + "; the vswitch PMD and the guest's forwarding cores already ran on separate CPUs in "
+                    "every trial, so the bands come from the host itself: check its steadiness (labctl doctor "
+                    "--steadiness 20), then interleave and repeat, or measure on a quieter host")
         return (text + "; pin the vswitch PMD and the vCPUs to separate cores (labctl advise --plan), check "
                 "that the host's own speed is steady (labctl doctor --steadiness 20), and repeat")
 

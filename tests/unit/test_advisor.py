@@ -144,6 +144,21 @@ def test_two_band_results_give_no_recommendation_and_say_what_to_do():
     assert any("two bands" in w for w in advice.warnings)
 
 
+@pytest.mark.parametrize("pins, apart", [({"vswitch.rte-worker-1": "0", "guest.rte-worker-1": "1"}, True),
+                                         ({"vswitch.rte-worker-1": "0-1", "guest.rte-worker-1": "1"}, False),
+                                         ({"vswitch.rte-worker-1": "0"}, False)])
+def test_two_band_advice_knows_whether_the_pollers_were_already_apart(pins, apart):
+    records = datasets.two_band()
+    for r in records:
+        r.env = r.env.model_copy(update={"pins": pins})
+    advice = advise(records)
+    assert advice.recommendations == [] and advice.inconclusive
+    for item in advice.inconclusive:
+        assert ("already ran on separate CPUs in every trial" in item.reason) == apart
+        assert ("pin the vswitch PMD and the vCPUs to separate cores" in item.reason) == (not apart)
+        assert "labctl doctor --steadiness" in item.reason
+
+
 def test_too_few_repeats_asks_for_more():
     advice = advise(datasets.few_repeats())
     assert advice.recommendations == []
