@@ -46,10 +46,12 @@ Method, per knob
    negative = fewer losses); else (c) keep the reference if every other value is "worse", or is
    faster but loses more than ``max_loss`` (significantly more than the reference: metric
    ``loss_ratio``); else inconclusive, with what to measure next.
-6. Conditions: the decision is repeated inside each value of every other knob or condition. When the
-   outcomes differ and the effect itself differs significantly between them (bootstrap interval of
-   the difference at :data:`CONDITIONAL_CONFIDENCE`), the knob is reported per condition instead
-   (e.g. queues 2 "with split pinning", inconclusive "with shared pinning").
+6. Conditions: the decision is repeated inside each value of every other knob or condition, at
+   :data:`CONDITIONAL_CONFIDENCE` shared (Bonferroni) among all the conditions examined, since each is
+   one more chance for one lucky configuration to pass. When the outcomes differ and the effect
+   itself differs significantly between them (bootstrap interval of the difference at
+   :data:`CONDITIONAL_CONFIDENCE`), the knob is reported per condition instead (e.g. queues 2 "with
+   split pinning", inconclusive "with shared pinning").
 
 Platform limits: trials that ran ``tx_queue_size`` above 256 on a NIC whose backend is not vhost-user
 are mislabelled (QEMU caps tap and network at 256) and are left out with a warning; a recommendation of
@@ -986,6 +988,10 @@ class _Analysis:
     def _condition_split(self, k: int, strata: list[dict[Any, _Cell]],
                          overall: _Decision) -> tuple[int, list[tuple[Any, _Decision]]] | None:
         best: tuple[float, int, list[tuple[Any, _Decision]]] | None = None
+        # every condition examined is one more chance for noise to pass: Bonferroni over them too
+        conditions = sum(len({next(iter(s.values())).key[j] for s in strata if len(s) >= 2})
+                         for j in range(len(self.dims)) if j != k)
+        confidence = 1.0 - (1.0 - CONDITIONAL_CONFIDENCE) / max(1, conditions)
         for j, other in enumerate(self.dims):
             if j == k:
                 continue
@@ -998,8 +1004,8 @@ class _Analysis:
             if len(groups) < 2:
                 continue
             ordered = sorted(groups, key=lambda u: self.order[(j, u)])
-            decisions = [(u, self.decide(k, groups[u], CONDITIONAL_CONFIDENCE,
-                                         {other.name: other.json_value(u)})) for u in ordered]
+            decisions = [(u, self.decide(k, groups[u], confidence, {other.name: other.json_value(u)}))
+                         for u in ordered]
             picks = {repr(d.pick) if d.recommendation is not None else None for _, d in decisions}
             if len(picks) < 2 or picks == {None}:
                 continue

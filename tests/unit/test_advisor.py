@@ -414,3 +414,22 @@ def test_tap_profile_plan_keeps_tx_at_256_and_gives_the_emulator_a_cpu():
     assert plan.pmd == []
     assert plan.knobs()["guest.nics.0.tx_queue_size"] == 256
     assert plan.emulator != plan.housekeeping and not set(plan.emulator) & set(plan.vcpus)
+
+
+def test_two_recordings_of_one_grid_on_this_noisy_host_do_not_contradict_each_other():
+    """The shipped grid recorded twice on an unsteady host (3 repeats x 4 s, then 5 repeats x 6 s): the
+    advisor may recommend in one and not the other, but never different values, and a conditional
+    finding that one lucky configuration made (queues 2 "with burst 64" in the first) is not made."""
+    from pathlib import Path
+
+    from labctl.interchange import read_jsonl
+
+    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+    first = advise(read_jsonl(data / "embedded-grid.jsonl"))
+    second = advise(read_jsonl(data / "embedded-grid-r5.jsonl"))
+    picks = [{r.knob: r.value for r in a.recommendations} for a in (first, second)]
+    assert picks[0] == {RX: 1024} and picks[1] == {RX: 1024}
+    assert QUEUES in {i.knob for i in first.inconclusive} and QUEUES in {i.knob for i in second.inconclusive}
+    (conditional,) = second.recommendations
+    assert conditional.metric == "loss_ratio" and conditional.condition == {BURST: 64}
+    assert any("two bands" in w and "already ran on separate CPUs" in w for w in second.warnings)
