@@ -76,6 +76,7 @@ from labctl.errors import UserError
 from labctl.knobs import flatten
 from labctl.record import Environment, TrialRecord
 from labctl.spec import Profile
+from labctl.steadiness import UNSTEADY_WARNING
 
 from . import evidence
 
@@ -1166,6 +1167,11 @@ def _environment_warnings(records: list[TrialRecord]) -> list[str]:
     if shared:
         out.append(f"{shared} of {n} trials ran on shared cores (two busy pollers on one CPU, or an "
                    "oversubscribed host): the rates reflect the scheduler as much as virtio")
+    unsteady = [r for r in records if any(w.startswith(UNSTEADY_WARNING) for w in r.warnings)]
+    if unsteady:
+        out.append(f"{len(unsteady)} of {n} trials ran on a host whose own speed was unsteady just before "
+                   "their sweep (labctl sweep --steadiness): its swings, not the knobs, may separate "
+                   "the results; interleave, repeat, and prefer findings that hold across sittings")
     hosts = {r.env.host for r in records if r.env.host}
     if len(hosts) > 1:
         out.append(f"trials come from {len(hosts)} hosts ({', '.join(sorted(hosts))}): every comparison "

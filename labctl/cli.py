@@ -160,6 +160,9 @@ def sweep(file: Path, db: Path = DB_OPTION,
           repeat: Optional[int] = typer.Option(None, help="repeats per configuration (default: the profile's)"),
           resume: bool = typer.Option(False, "--resume", help="finish the newest unfinished run of this profile"),
           set_: Optional[List[str]] = typer.Option(None, "--set", help="KNOB=VALUE, repeatable"),
+          steadiness: Optional[float] = typer.Option(None, "--steadiness", metavar="SECONDS",
+                                                     help="first probe how steady the host's speed is (1-600 s); "
+                                                          "if unsteady, every trial carries the warning"),
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON")) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
     from .profiles import load_profile
@@ -167,14 +170,25 @@ def sweep(file: Path, db: Path = DB_OPTION,
 
     if repeat is not None and not 1 <= repeat <= 100:
         raise KnobError(f"--repeat {repeat}: out of range (allowed: 1..100)")
+    if steadiness is not None:
+        from .steadiness import check_arguments
+
+        check_arguments(steadiness)
     loaded = load_profile(file, _overrides(set_))
     for warning in loaded.warnings:
         typer.echo(warning.render(str(file)), err=True)
+    probed = []
     if as_json:
-        result = run_sweep(loaded, db, repeat, resume)
+        result = run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness, on_steadiness=probed.append)
     else:
-        result = _sweep_with_progress(loaded, db, repeat, resume)
+        def said(measured) -> None:
+            probed.append(measured)
+            typer.echo(f"steadiness: {measured.describe()}", err=True)
+
+        result = _sweep_with_progress(loaded, db, repeat, resume, steadiness, said)
     summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
+    if probed:
+        summary["steadiness"] = probed[0].to_dict(samples=False)
     if as_json:
         _print_json(summary)
     else:
@@ -184,7 +198,7 @@ def sweep(file: Path, db: Path = DB_OPTION,
         raise typer.Exit(1)
 
 
-def _sweep_with_progress(loaded, db, repeat, resume):
+def _sweep_with_progress(loaded, db, repeat, resume, steadiness=None, on_steadiness=None):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -206,7 +220,8 @@ def _sweep_with_progress(loaded, db, repeat, resume):
                     else record.status)
             progress.update(task["id"], completed=event.done, last=f"last: {knobs} -> {rate}")
 
-        return run_sweep(loaded, db, repeat, resume, on_start=started, on_trial=finished)
+        return run_sweep(loaded, db, repeat, resume, on_start=started, on_trial=finished,
+                         steadiness_s=steadiness, on_steadiness=on_steadiness)
 
 
 def _writable_out(out: Path) -> None:

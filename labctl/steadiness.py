@@ -37,7 +37,10 @@ import numpy as np
 from .errors import ProbeError, UserError
 
 __all__ = ["Sample", "Steadiness", "probe", "summarise", "check_arguments", "STEADY_SPREAD", "MIN_SECONDS",
-           "MAX_SECONDS", "MIN_SAMPLES"]
+           "MAX_SECONDS", "MIN_SAMPLES", "UNSTEADY_WARNING"]
+
+#: How a trial's warning starts when the host was measured unsteady before its sweep (the advisor counts them).
+UNSTEADY_WARNING = "host unsteady before this sweep"
 
 #: A rate whose p90 / p10 (over time) exceeds 1 + this is "unsteady"; a quiet host stays within a few per cent.
 STEADY_SPREAD = 0.10
@@ -129,6 +132,13 @@ class Steadiness:
         return (f"unsteady: {rates}, while labctl ran nothing else: the host's speed changes under it "
                 "(a shared or oversubscribed host, or other load); expect two-band results, interleave "
                 "A/B trials and repeat 5 times or more")
+
+    def trial_warning(self) -> str | None:
+        """The warning every trial of a sweep carries when the host was unsteady before it, else None."""
+        if self.verdict != "unsteady":
+            return None
+        return (f"{UNSTEADY_WARNING}: integer-loop rate spread {self.cpu_spread:.0%}, memory copy "
+                f"{self.copy_spread:.0%} over {self.seconds:g} s (labctl doctor --steadiness)")
 
     def to_dict(self, samples: bool = True) -> dict:
         def stats(values: list[float]) -> dict:

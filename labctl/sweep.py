@@ -77,15 +77,39 @@ def _default_runner(loaded: LoadedProfile, repeat_index: int) -> TrialRecord:
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
               on_start: Callable[[int, int], None] | None = None,
               on_trial: Callable[[SweepEvent], None] | None = None,
-              runner: TrialRunner = _default_runner) -> SweepResult:
-    """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts."""
+              runner: TrialRunner = _default_runner,
+              steadiness_s: float | None = None,
+              on_steadiness: Callable[[Any], None] | None = None) -> SweepResult:
+    """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
+
+    ``steadiness_s``: first probe how steady the host's speed is for that many seconds
+    (:func:`labctl.steadiness.probe`, after every check of the request and before the run is created
+    or reopened); when it is unsteady, every trial of this sitting carries the probe's warning."""
+    if steadiness_s is not None:
+        from .steadiness import check_arguments
+
+        check_arguments(steadiness_s)
     profile = loaded.profile
     if profile.backend != "embedded":
         raise UserError(f"{loaded.source}: backend: {profile.backend} profiles cannot be swept yet "
                         "(allowed: embedded)")
+    host_warning: str | None = None
+
+    def probe_host() -> None:
+        nonlocal host_warning
+        if steadiness_s is None:
+            return
+        from .steadiness import probe
+
+        measured = probe(steadiness_s)
+        host_warning = measured.trial_warning()
+        if on_steadiness:
+            on_steadiness(measured)
+
     with sigterm_raises(), Store(db_path) as store:
         if resume:
             run_id = _find_resumable(store, profile.name)
+            probe_host()
             stored = store.run(run_id)
             base = stored["profile"]
             store.reopen_run(run_id)
@@ -95,6 +119,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         else:
             base = _base_data(loaded)
             plan = build_plan(profile.sweep, repeat or profile.repeat)
+            probe_host()
             run_id = store.create_run(profile.name, base, plan)
             todo, total, done_before = plan, len(plan), 0
         result = SweepResult(run_id)
@@ -110,6 +135,8 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                 store.finish_run(run_id, "aborted")
                 raise
             record.run_id = run_id
+            if host_warning and host_warning not in record.warnings:
+                record.warnings.append(host_warning)
             trial_id = store.add_trial(record, entry["seq"])
             result.trial_ids.append(trial_id)
             if record.status == "ok":

@@ -14,8 +14,8 @@ echo
 echo "== labctl validate domains/quick.yaml"
 $LABCTL validate domains/quick.yaml
 echo
-echo "== labctl sweep domains/quick.yaml --repeat 3 (embedded lab: DPDK vswitch <-> virtio_user guest)"
-$LABCTL sweep domains/quick.yaml --db "$DB" --repeat 3
+echo "== labctl sweep domains/quick.yaml --repeat 3 --steadiness 5 (embedded lab: DPDK vswitch <-> virtio_user guest)"
+$LABCTL sweep domains/quick.yaml --db "$DB" --repeat 3 --steadiness 5
 echo
 echo "== labctl report"
 $LABCTL report --db "$DB"

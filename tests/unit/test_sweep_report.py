@@ -157,3 +157,36 @@ def test_cli_report_plot_import_export(tmp_path, cli):
     assert code == 2 and "allowed: table, md, csv, json" in err
     code, _, err = cli("report", "--db", str(db), "--run", "99")
     assert code == 2 and "99" in err
+
+
+@pytest.mark.parametrize("fast_then_slow, warned", [(True, True), (False, False)])
+def test_sweep_steadiness_probe_warns_every_trial_of_an_unsteady_host(tmp_path, monkeypatch, fast_then_slow, warned):
+    from advisor.recommend import advise
+    from labctl import steadiness
+    from labctl.steadiness import UNSTEADY_WARNING, Sample, summarise
+
+    def fake_probe(seconds, cpus=None, interval_s=None):
+        rates = [1000.0 if (i < 10 or not fast_then_slow) else 500.0 for i in range(20)]
+        return summarise([Sample(t=0.5 * i, cpu=0, cpu_rate=r, copy_gbps=30.0) for i, r in enumerate(rates)], seconds, 0.5)
+
+    monkeypatch.setattr(steadiness, "probe", fake_probe)
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    db = tmp_path / "s.db"
+    seen = []
+    result = run_sweep(loaded, db, repeat=3, runner=fake_runner({256: 5.0, 1024: 6.0}, []), steadiness_s=10,
+                       on_steadiness=seen.append)
+    assert [s.verdict for s in seen] == ["unsteady" if warned else "steady"]
+    with Store(db) as store:
+        trials = store.trials(result.run_id)
+    assert len(trials) == 12
+    assert all(any(w.startswith(UNSTEADY_WARNING) and "spread 100%" in w for w in t.warnings) == warned for t in trials)
+    host_warnings = [w for w in advise(trials).warnings if "unsteady just before their sweep" in w]
+    assert len(host_warnings) == (1 if warned else 0)
+    if warned:
+        assert host_warnings[0].startswith("12 of 12 trials")
+
+
+def test_sweep_bad_steadiness_creates_nothing(tmp_path, cli):
+    db = tmp_path / "s.db"
+    code, out, err = cli("sweep", str(DOMAINS / "quick.yaml"), "--db", str(db), "--steadiness", "0.2")
+    assert code == 2 and err.strip() == "steadiness 0.2 s: allowed 1 to 600 seconds" and not db.exists()
