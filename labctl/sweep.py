@@ -106,44 +106,49 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         if on_steadiness:
             on_steadiness(measured)
 
-    with sigterm_raises(), Store(db_path) as store:
-        if resume:
-            run_id = _find_resumable(store, profile.name)
-            probe_host()
-            stored = store.run(run_id)
-            base = stored["profile"]
-            store.reopen_run(run_id)
-            todo = store.missing_plan(run_id)
-            total = len(stored["plan"])
-            done_before = total - len(todo)
-        else:
+    with sigterm_raises():
+        base: dict[str, Any] = {}
+        plan: list[dict[str, Any]] = []
+        if not resume:
             base = _base_data(loaded)
             plan = build_plan(profile.sweep, repeat or profile.repeat)
-            probe_host()
-            run_id = store.create_run(profile.name, base, plan)
-            todo, total, done_before = plan, len(plan), 0
-        result = SweepResult(run_id)
-        if on_start:
-            on_start(run_id, total)
-        started = time.monotonic()
-        for number, entry in enumerate(todo, start=1):
-            trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
-            try:
-                record = runner(trial_profile, entry["repeat_index"])
-            except BaseException:
-                store.mark_aborted(run_id, entry["seq"])
-                store.finish_run(run_id, "aborted")
-                raise
-            record.run_id = run_id
-            if host_warning and host_warning not in record.warnings:
-                record.warnings.append(host_warning)
-            trial_id = store.add_trial(record, entry["seq"])
-            result.trial_ids.append(trial_id)
-            if record.status == "ok":
-                result.ok += 1
+            probe_host()  # before the store is touched: an interrupted probe leaves nothing behind
+        with Store(db_path) as store:
+            if resume:
+                run_id = _find_resumable(store, profile.name)
+                probe_host()
+                stored = store.run(run_id)
+                base = stored["profile"]
+                store.reopen_run(run_id)
+                todo = store.missing_plan(run_id)
+                total = len(stored["plan"])
+                done_before = total - len(todo)
             else:
-                result.failed += 1
-            if on_trial:
-                on_trial(SweepEvent(done_before + number, total, entry, record, time.monotonic() - started, number))
-        store.finish_run(run_id, "finished" if result.failed == 0 else "failed")
+                run_id = store.create_run(profile.name, base, plan)
+                todo, total, done_before = plan, len(plan), 0
+            result = SweepResult(run_id)
+            if on_start:
+                on_start(run_id, total)
+            started = time.monotonic()
+            for number, entry in enumerate(todo, start=1):
+                trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
+                try:
+                    record = runner(trial_profile, entry["repeat_index"])
+                except BaseException:
+                    store.mark_aborted(run_id, entry["seq"])
+                    store.finish_run(run_id, "aborted")
+                    raise
+                record.run_id = run_id
+                if host_warning and host_warning not in record.warnings:
+                    record.warnings.append(host_warning)
+                trial_id = store.add_trial(record, entry["seq"])
+                result.trial_ids.append(trial_id)
+                if record.status == "ok":
+                    result.ok += 1
+                else:
+                    result.failed += 1
+                if on_trial:
+                    on_trial(SweepEvent(done_before + number, total, entry, record, time.monotonic() - started,
+                                        number))
+            store.finish_run(run_id, "finished" if result.failed == 0 else "failed")
         return result

@@ -190,3 +190,17 @@ def test_sweep_bad_steadiness_creates_nothing(tmp_path, cli):
     db = tmp_path / "s.db"
     code, out, err = cli("sweep", str(DOMAINS / "quick.yaml"), "--db", str(db), "--steadiness", "0.2")
     assert code == 2 and err.strip() == "steadiness 0.2 s: allowed 1 to 600 seconds" and not db.exists()
+
+
+def test_sweep_interrupted_while_probing_leaves_no_store(tmp_path, monkeypatch):
+    from labctl import steadiness
+
+    def interrupted(seconds, cpus=None, interval_s=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(steadiness, "probe", interrupted)
+    db = tmp_path / "s.db"
+    calls: list = []
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(load_profile(DOMAINS / "quick.yaml", cpus=CPUS), db, runner=fake_runner({}, calls), steadiness_s=5)
+    assert not db.exists() and calls == []
