@@ -262,4 +262,9 @@ def report(labctl_runs: list[dict], manual_runs: list[float], steadiness: list) 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: everything above has cleaned up on the way out
+        print(f"fidelity: interrupted ({exc or 'SIGINT'}); labctl's lab and the by-hand testpmds are cleaned up",
+              file=sys.stderr)
+        sys.exit(143 if "signal 15" in str(exc) else 130)
