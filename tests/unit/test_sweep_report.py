@@ -184,6 +184,10 @@ def test_sweep_steadiness_probe_warns_every_trial_of_an_unsteady_host(tmp_path, 
     assert len(host_warnings) == (1 if warned else 0)
     if warned:
         assert host_warnings[0].startswith("12 of 12 trials")
+    notes = [n for n in build_report(trials).notes if "measured unsteady" in n]
+    assert notes == (["12 of 12 trials ran on a host measured unsteady before their sweep (integer-loop rate "
+                      "spread 100%, memory copy 0% over 10 s): read every delta "
+                      "against that"] if warned else [])
 
 
 def test_sweep_bad_steadiness_creates_nothing(tmp_path, cli):
