@@ -193,7 +193,7 @@ def split_pinning(seed: int = 0) -> list[TrialRecord]:
         return BASE_MPPS * gain, 1e-4, 0.8
 
     return synthesize({"guest.nics.*.queues": [1, 2], "guest.pinning.vhost": ["0", "1"]}, model,
-                      repeats=5, cv=0.04, seed=seed)
+                      repeats=8, cv=0.04, seed=seed)
 
 
 def pure_noise(seed: int = 0) -> list[TrialRecord]:

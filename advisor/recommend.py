@@ -48,9 +48,12 @@ Method, per knob
    ``loss_ratio``); else inconclusive, with what to measure next.
 6. Conditions: the decision is repeated inside each value of every other knob or condition, at
    :data:`CONDITIONAL_CONFIDENCE` shared (Bonferroni) among all the conditions examined, since each is
-   one more chance for one lucky configuration to pass. When the outcomes differ and the effect
+   one more chance for one lucky configuration to pass; when the trials cannot reach that confidence
+   at all (too few bootstrap resamples in a tail, or n_a vs n_b so small that even two sets of trials
+   that do not overlap have p = 2 / C(n_a + n_b, n_a) above it), no finding is made in that condition. When the outcomes differ and the effect
    itself differs significantly between them (bootstrap interval of the difference at
-   :data:`CONDITIONAL_CONFIDENCE`), the knob is reported per condition instead (e.g. queues 2 "with
+   :data:`CONDITIONAL_CONFIDENCE`, not corrected further: it only decides how a finding that passed
+   is reported), the knob is reported per condition instead (e.g. queues 2 "with
    split pinning", inconclusive "with shared pinning").
 
 Platform limits: trials that ran ``tx_queue_size`` above 256 on a NIC whose backend is not vhost-user
@@ -137,6 +140,9 @@ BAND_SHARE = 0.25
 
 #: Bootstrap resamples.
 N_BOOT = 4000
+
+#: Fewest bootstrap resamples each tail of an interval must hold (below it the interval is the extremes).
+MIN_TAIL_RESAMPLES = 5
 
 #: QEMU caps tx_queue_size at this unless the backend is vhost-user (labctl.rules "tx-ring-backend").
 TX_RING_CAP = 256
@@ -725,6 +731,10 @@ class _Analysis:
         default = _default_of(knob)
         ref = default if default in values else values[0]
         conf = 1.0 - (1.0 - confidence) / (max(1, len(values) - 1) * self.family)
+        if condition:
+            unreachable = self._unreachable(k, usable, values, ref, conf, condition)
+            if unreachable is not None:
+                return _Decision(reason=unreachable)
 
         trials_of: dict[Any, list[_Cell]] = {v: [s[v] for s in usable if v in s] for v in values}
         loss_med: dict[Any, float | None] = {}
@@ -986,12 +996,33 @@ class _Analysis:
                 incs.append(Inconclusive(knob.name, f"{cond_text}: {d.reason}", cond))
         return recs, incs
 
+    def _unreachable(self, k: int, usable: list[dict[Any, _Cell]], values: list[Any], ref: Any, conf: float,
+                     condition: dict[str, Any]) -> str | None:
+        """Why no comparison of this knob inside ``condition`` can reach ``conf``, or None when one can.
+
+        Two limits: the bootstrap must keep :data:`MIN_TAIL_RESAMPLES` resamples in each tail, and the
+        trials must be able to show it at all: with n_a vs n_b trials, even two sets that do not overlap
+        happen by chance with probability 2 / C(n_a + n_b, n_a) (5 vs 5: 0.8%)."""
+        alpha = 1.0 - conf
+        sizes = [(sum(s[v].n for s in usable if v in s and ref in s), sum(s[ref].n for s in usable if v in s and ref in s))
+                 for v in values if v != ref]
+        floors = [2.0 / math.comb(a + b, a) for a, b in sizes if a and b]
+        if alpha / 2 * N_BOOT + 1e-9 >= MIN_TAIL_RESAMPLES and floors and min(floors) <= alpha:
+            return None
+        where = ", ".join(f"{name}={show_value(v)}" for name, v in condition.items())
+        a, b = max(sizes, key=lambda ab: ab[0] + ab[1]) if sizes else (0, 0)
+        floor = f" (n={a} vs {b}: trials that do not overlap at all still have p = {2.0 / math.comb(a + b, a):.2%})" \
+            if a and b else ""
+        return (f"with {where}: a finding inside one of the conditions examined needs {100 * conf:.3f}% confidence, "
+                f"beyond what these trials can reach{floor}; measure {self.dims[k].short} on its own with "
+                "that setting, or repeat more")
+
     def _condition_split(self, k: int, strata: list[dict[Any, _Cell]],
                          overall: _Decision) -> tuple[int, list[tuple[Any, _Decision]]] | None:
         best: tuple[float, int, list[tuple[Any, _Decision]]] | None = None
         # every condition examined is one more chance for noise to pass: Bonferroni over them too
-        conditions = sum(len({next(iter(s.values())).key[j] for s in strata if len(s) >= 2})
-                         for j in range(len(self.dims)) if j != k)
+        conditions = sum(n for n in (len({next(iter(s.values())).key[j] for s in strata if len(s) >= 2})
+                                     for j in range(len(self.dims)) if j != k) if n >= 2)
         confidence = 1.0 - (1.0 - CONDITIONAL_CONFIDENCE) / max(1, conditions)
         for j, other in enumerate(self.dims):
             if j == k:

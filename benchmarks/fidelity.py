@@ -65,10 +65,10 @@ def labctl_trial(workdir: Path) -> dict:
         child.send_signal(signal.SIGINT)
         while True:
             try:
-                child.wait()
+                child.communicate()  # drains its pipes while it tears down
                 break
             except KeyboardInterrupt:
-                continue  # a second Ctrl-C must not orphan the lab
+                child.terminate()  # asked again: labctl cleans up on SIGTERM too, and exits sooner
         raise
     if child.returncode != 0:
         raise RuntimeError(f"labctl run exited with {child.returncode}: {stderr.strip()}")

@@ -185,6 +185,9 @@ def sweep(file: Path, db: Path = DB_OPTION,
             probed.append(measured)
             typer.echo(f"steadiness: {measured.describe()}", err=True)
 
+        if steadiness is not None:
+            typer.echo(f"steadiness: probing the host for {steadiness:g} s before the first trial", err=True)
+
         result = _sweep_with_progress(loaded, db, repeat, resume, steadiness, said)
     summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
     if probed:

@@ -95,12 +95,13 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
         notes.append("figures marked TCG come from software emulation: functional, not representative")
     if any(r.env.shared_cores for r in records):
         notes.append("figures marked 'shared cores' ran with two busy pollers on one CPU or on an oversubscribed host")
-    host = sorted({w for r in records for w in r.warnings if w.startswith(UNSTEADY_WARNING)})
+    host = list(dict.fromkeys(w for r in records for w in r.warnings if w.startswith(UNSTEADY_WARNING)))
     if host:
         unsteady = sum(1 for r in records if any(w.startswith(UNSTEADY_WARNING) for w in r.warnings))
-        figures = host[0].split(": ", 1)[-1].removesuffix(" (labctl doctor --steadiness)")
+        figures = "; ".join(w.split(": ", 1)[-1].removesuffix(" (labctl doctor --steadiness)") for w in host[:3])
+        more = f"; and {len(host) - 3} more probes" if len(host) > 3 else ""
         notes.append(f"{unsteady} of {len(records)} trials ran on a host measured unsteady before their sweep "
-                     f"({figures}): read every delta against that")
+                     f"({figures}{more}): read every delta against that")
     if by:
         notes.append(f"deltas compare each {by} with its first value in the same row group")
     return Report(run_id, knobs, by, rows, notes, metric)

@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import socket
 import sqlite3
 import time
@@ -258,6 +259,19 @@ class Store:
         except BaseException:
             self._conn.close()
             raise
+
+    @classmethod
+    def check_usable(cls, path: str | Path) -> None:
+        """Raise the error opening ``path`` would raise, without creating anything: an existing file must
+        be a labctl store; a new one needs an existing, writable directory."""
+        path = Path(path)
+        if path.exists():
+            cls(path).close()
+            return
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise UserError(f"--db {path}: {parent} is not a writable directory "
+                            "(allowed: a store made by labctl, or a new file in a writable directory)")
 
     def _check_is_store(self) -> None:
         """Refuse a file that is not a labctl store before changing anything in it (journal mode)."""

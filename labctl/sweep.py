@@ -112,6 +112,8 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         if not resume:
             base = _base_data(loaded)
             plan = build_plan(profile.sweep, repeat or profile.repeat)
+            if steadiness_s is not None:
+                Store.check_usable(db_path)  # a bad --db fails now, not after the probe
             probe_host()  # before the store is touched: an interrupted probe leaves nothing behind
         with Store(db_path) as store:
             if resume:

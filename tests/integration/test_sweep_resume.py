@@ -54,3 +54,26 @@ def test_kill_9_during_trial_5_then_resume(tmp_path, no_leftovers):
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status FROM runs").fetchall() == [("finished",)]
     assert labctl_processes() == []
+
+
+def test_sweep_with_steadiness_probe_real(tmp_path, no_leftovers):
+    """A real sweep that first probes the host: the JSON summary carries the probe, and the trials carry
+    its warning exactly when the probe called the host unsteady; no probe worker is left."""
+    import json
+
+    from labctl.steadiness import UNSTEADY_WARNING
+    from labctl.store import Store
+
+    db = tmp_path / "sweep.db"
+    proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(DOMAINS / "quick.yaml"), "--db", str(db),
+                           "--repeat", "1", "--steadiness", "1", "--json", *FAST],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    verdict = summary["steadiness"]["verdict"]
+    assert verdict in ("steady", "unsteady") and summary["ok"] == 4 and "samples" not in summary["steadiness"]
+    with Store(db) as store:
+        trials = store.trials(summary["run_id"])
+    warned = [any(w.startswith(UNSTEADY_WARNING) for w in t.warnings) for t in trials]
+    assert warned == [verdict == "unsteady"] * 4
+    assert not subprocess.run(["pgrep", "-f", "labctl.steadiness"], capture_output=True).stdout

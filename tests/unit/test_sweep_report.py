@@ -208,3 +208,18 @@ def test_sweep_interrupted_while_probing_leaves_no_store(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run_sweep(load_profile(DOMAINS / "quick.yaml", cpus=CPUS), db, runner=fake_runner({}, calls), steadiness_s=5)
     assert not db.exists() and calls == []
+
+
+@pytest.mark.parametrize("make_db, message", [(lambda p: p.write_text("not a store"), "not a labctl result store"),
+                                              (lambda p: None, "is not a writable directory")])
+def test_sweep_with_steadiness_checks_the_db_before_probing(tmp_path, monkeypatch, make_db, message):
+    from labctl import steadiness
+    from labctl.errors import UserError
+
+    probed: list = []
+    monkeypatch.setattr(steadiness, "probe", lambda *a, **k: probed.append(a))
+    db = tmp_path / "store.db" if message.startswith("not") else tmp_path / "missing-dir" / "store.db"
+    make_db(db)
+    with pytest.raises(UserError, match=message):
+        run_sweep(load_profile(DOMAINS / "quick.yaml", cpus=CPUS), db, runner=fake_runner({}, []), steadiness_s=5)
+    assert probed == [] and not (tmp_path / "missing-dir").exists()
