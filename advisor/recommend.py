@@ -50,11 +50,11 @@ Method, per knob
    :data:`CONDITIONAL_CONFIDENCE` shared (Bonferroni) among all the conditions examined, since each is
    one more chance for one lucky configuration to pass; when the trials cannot reach that confidence
    at all (too few bootstrap resamples in a tail, or n_a vs n_b so small that even two sets of trials
-   that do not overlap have p = 2 / C(n_a + n_b, n_a) above it), no finding is made in that condition. When the outcomes differ and the effect
-   itself differs significantly between them (bootstrap interval of the difference at
-   :data:`CONDITIONAL_CONFIDENCE`, not corrected further: it only decides how a finding that passed
-   is reported), the knob is reported per condition instead (e.g. queues 2 "with
-   split pinning", inconclusive "with shared pinning").
+   that do not overlap have p = 2 / C(n_a + n_b, n_a) above it), no finding is made in that condition.
+   When the outcomes differ and the effect itself differs significantly between them (bootstrap
+   interval of the difference at :data:`CONDITIONAL_CONFIDENCE`, not corrected further: it only
+   decides how a finding that passed is reported), the knob is reported per condition instead
+   (e.g. queues 2 "with split pinning", inconclusive "with shared pinning").
 
 Platform limits: trials that ran ``tx_queue_size`` above 256 on a NIC whose backend is not vhost-user
 are mislabelled (QEMU caps tap and network at 256) and are left out with a warning; a recommendation of
@@ -79,7 +79,7 @@ from labctl.errors import UserError
 from labctl.knobs import flatten
 from labctl.record import Environment, TrialRecord
 from labctl.spec import Profile
-from labctl.steadiness import UNSTEADY_WARNING
+from labctl.steadiness import unsteady_warning
 
 from . import evidence
 
@@ -1198,7 +1198,7 @@ def _environment_warnings(records: list[TrialRecord]) -> list[str]:
     if shared:
         out.append(f"{shared} of {n} trials ran on shared cores (two busy pollers on one CPU, or an "
                    "oversubscribed host): the rates reflect the scheduler as much as virtio")
-    unsteady = [r for r in records if any(w.startswith(UNSTEADY_WARNING) for w in r.warnings)]
+    unsteady = [r for r in records if unsteady_warning(r.warnings)]
     if unsteady:
         out.append(f"{len(unsteady)} of {n} trials ran on a host whose own speed was unsteady just before "
                    "their sweep (labctl sweep --steadiness): its swings, not the knobs, may separate "

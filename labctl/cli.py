@@ -11,6 +11,8 @@ from typing import List, Optional
 import typer
 
 from .errors import KnobError, LabError, ProfileError, UserError
+from .knobs import short_label
+from .paths import can_create
 from .signals import Terminated
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -218,7 +220,7 @@ def _sweep_with_progress(loaded, db, repeat, resume, steadiness=None, on_steadin
 
         def finished(event) -> None:
             record = event.record
-            knobs = " ".join(f"{k.split('.')[-1]}={v}" for k, v in event.entry["config"].items())
+            knobs = short_label(event.entry["config"].items(), " ")
             rate = (f"{record.metrics.mpps:.2f} Mpps" if record.status == "ok" and record.metrics.mpps is not None
                     else record.status)
             progress.update(task["id"], completed=event.done, last=f"last: {knobs} -> {rate}")
@@ -229,8 +231,7 @@ def _sweep_with_progress(loaded, db, repeat, resume, steadiness=None, on_steadin
 
 def _writable_out(out: Path) -> None:
     """--out must name a file in an existing, writable directory (checked before any work)."""
-    parent = out.parent if str(out.parent) else Path(".")
-    if out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+    if not can_create(out):
         raise UserError(f"--out {out}: cannot write there (allowed: a file in an existing writable directory)")
 
 
@@ -414,7 +415,7 @@ def _tune_live(file, budget, seed, db, run_search, space_from_profile, quiet):
 
         def step(item) -> None:
             if not quiet:
-                knobs = " ".join(f"{k.split('.')[-1]}={v}" for k, v in item.config.items())
+                knobs = short_label(item.config.items(), " ")
                 rate = "failed" if item.mpps is None else f"{item.mpps:.3f} Mpps"
                 typer.echo(f"[{item.step}/{budget}] {item.phase}: {knobs} -> {rate}", err=True)
 

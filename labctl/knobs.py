@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import yaml
 
@@ -120,3 +120,8 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     else:
         out[prefix[:-1]] = data
     return out
+
+
+def short_label(items: Iterable[tuple[str, Any]], sep: str = ", ") -> str:
+    """Knob settings by their last path part: ``rx_queue_size=1024, burst=64``."""
+    return sep.join(f"{k.split('.')[-1]}={v}" for k, v in items)

@@ -26,3 +26,9 @@ def run_dir() -> Path:
 
 def log_dir() -> Path:
     return _dir("LABCTL_LOG_DIR")
+
+
+def can_create(path: Path) -> bool:
+    """``path`` names a file that could be created: not a directory, in an existing, writable directory."""
+    parent = path.parent if str(path.parent) else Path(".")
+    return not path.is_dir() and parent.is_dir() and os.access(parent, os.W_OK)

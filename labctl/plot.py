@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .grouping import sort_key
+from .knobs import short_label
 from .report import Report
 
 
@@ -31,7 +32,7 @@ def plot_report(report: Report, out: Path, title: str | None = None) -> Path:
         ys = [r.median for r in rows]
         lo = [r.median - r.ci[0] if r.ci[0] is not None else 0 for r in rows]
         hi = [r.ci[1] - r.median if r.ci[1] is not None else 0 for r in rows]
-        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(others, key)) or report.metric
+        label = short_label(zip(others, key)) or report.metric
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=4, label=label)
         for x, y, r in zip(xs, ys, rows):
             if r.notes:

@@ -11,7 +11,8 @@ from typing import Any
 from .errors import UserError
 from .grouping import group_by, sort_key, varying_knobs
 from .record import TrialRecord
-from .steadiness import UNSTEADY_WARNING
+from .knobs import short_label
+from .steadiness import unsteady_warning
 
 
 @dataclass
@@ -95,9 +96,10 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
         notes.append("figures marked TCG come from software emulation: functional, not representative")
     if any(r.env.shared_cores for r in records):
         notes.append("figures marked 'shared cores' ran with two busy pollers on one CPU or on an oversubscribed host")
-    host = list(dict.fromkeys(w for r in records for w in r.warnings if w.startswith(UNSTEADY_WARNING)))
+    warned = [w for w in (unsteady_warning(r.warnings) for r in records) if w]
+    host = list(dict.fromkeys(warned))
     if host:
-        unsteady = sum(1 for r in records if any(w.startswith(UNSTEADY_WARNING) for w in r.warnings))
+        unsteady = len(warned)
         figures = "; ".join(w.split(": ", 1)[-1].removesuffix(" (labctl doctor --steadiness)") for w in host[:3])
         more = f"; and {len(host) - 3} more probes" if len(host) > 3 else ""
         notes.append(f"{unsteady} of {len(records)} trials ran on a host measured unsteady before their sweep "
@@ -166,7 +168,7 @@ def render_terminal_plot(report: Report, width: int = 80) -> str:
     """A small bar chart of the medians (plotext), for the table format."""
     import plotext as plt
 
-    labels = [", ".join(f"{k.split('.')[-1]}={v}" for k, v in row.knobs.items()) or "all" for row in report.rows]
+    labels = [short_label(row.knobs.items()) or "all" for row in report.rows]
     plt.clear_figure()
     plt.simple_bar(labels, [row.median for row in report.rows], width=width,
                    title=f"median {report.metric}")

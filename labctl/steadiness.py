@@ -36,8 +36,8 @@ import numpy as np
 
 from .errors import ProbeError, UserError
 
-__all__ = ["Sample", "Steadiness", "probe", "summarise", "check_arguments", "STEADY_SPREAD", "MIN_SECONDS",
-           "MAX_SECONDS", "MIN_SAMPLES", "UNSTEADY_WARNING"]
+__all__ = ["Sample", "Steadiness", "probe", "summarise", "check_arguments", "unsteady_warning", "STEADY_SPREAD",
+           "MIN_SECONDS", "MAX_SECONDS", "MIN_SAMPLES", "UNSTEADY_WARNING"]
 
 #: How a trial's warning starts when the host was measured unsteady before its sweep (the advisor counts them).
 UNSTEADY_WARNING = "host unsteady before this sweep"
@@ -159,6 +159,11 @@ class Steadiness:
         if samples:
             data["samples"] = [asdict(s) for s in self.samples]
         return data
+
+
+def unsteady_warning(warnings: list[str]) -> str | None:
+    """The unsteady-host warning among a trial's warnings (see :meth:`Steadiness.trial_warning`), or None."""
+    return next((w for w in warnings if w.startswith(UNSTEADY_WARNING)), None)
 
 
 def summarise(samples: list[Sample], seconds: float, interval_s: float, cpus: list[int] | None = None) -> Steadiness:

@@ -30,7 +30,6 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import socket
 import sqlite3
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any, get_origin
 
 from .errors import StoreError, UserError
+from .paths import can_create
 from .record import Environment, Metrics, TrialRecord
 
 DEFAULT_PATH = Path("labctl.db")
@@ -268,9 +268,8 @@ class Store:
         if path.exists():
             cls(path).close()
             return
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise UserError(f"--db {path}: {parent} is not a writable directory "
+        if not can_create(path):
+            raise UserError(f"--db {path}: {path.parent} is not a writable directory "
                             "(allowed: a store made by labctl, or a new file in a writable directory)")
 
     def _check_is_store(self) -> None:
