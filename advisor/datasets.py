@@ -1,6 +1,6 @@
 """Planted synthetic trial sets: known answers for the advisor's and the search's tests and benchmarks.
 
-Each data set is a list of :class:`labctl.record.TrialRecord` as ``labctl sweep`` would store them: the
+Each data set is a list of :class:`labctl.results.record.TrialRecord` as ``labctl sweep`` would store them: the
 flattened configuration of a real profile (every knob, defaults included) with one sweep setting
 applied, an environment and realistic metrics (Mpps, offered rate, loss ratio, ring-full drop counters).
 Trials are interleaved (repeat 0 of every configuration, then repeat 1, ...) and numbered from 1.
@@ -35,9 +35,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from labctl.knobs import crossed, flatten, with_knobs
-from labctl.record import Environment, Metrics, TrialRecord
-from labctl.spec import Profile
+from labctl.profile.knobs import crossed, flatten, with_knobs
+from labctl.results.record import Environment, Metrics, TrialRecord
+from labctl.profile.schema import Profile
 
 #: A trial's planted truth: median Mpps and median loss ratio, and the share of the loss that is
 #: ring-full drops into the guest (the rest is drops into the vswitch).

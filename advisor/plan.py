@@ -34,13 +34,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from labctl.cpuset import format_cpuset
+from labctl.host.cpuset import format_cpuset
 from labctl.errors import PlanError
-from labctl.host import HostFacts
-from labctl.knobs import with_knobs
-from labctl.rules import RING_SIZES
-from labctl.spec import Profile
-from labctl.testpmd import mbuf_budget
+from labctl.host.facts import HostFacts
+from labctl.profile.knobs import with_knobs
+from labctl.profile.rules import RING_SIZES
+from labctl.profile.schema import Profile
+from labctl.dpdk.testpmd import mbuf_budget
 
 __all__ = ["Setting", "Plan", "pinning_plan", "apply_plan", "HUGEPAGE_2M_KIB"]
 
@@ -79,7 +79,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
     def knobs(self) -> dict[str, Any]:
-        """Knob path -> value of every setting, for :func:`labctl.knobs.with_knobs`."""
+        """Knob path -> value of every setting, for :func:`labctl.profile.knobs.with_knobs`."""
         return {s.knob: s.value for s in self.settings}
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,7 +136,7 @@ def _needs(profile: Profile) -> tuple[int, int, bool]:
         pin = profile.guest.pinning.vhost
         pmds = 1
         if pin:
-            from labctl.cpuset import parse_cpuset
+            from labctl.host.cpuset import parse_cpuset
 
             try:
                 pmds = len(parse_cpuset(pin))

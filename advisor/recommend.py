@@ -1,6 +1,6 @@
 """Recommendations from measured trials: per knob, the value to use for the best rate at acceptable loss.
 
-``advise(trials)`` looks at the stored trials of a sweep (:class:`labctl.record.TrialRecord`) and, for
+``advise(trials)`` looks at the stored trials of a sweep (:class:`labctl.results.record.TrialRecord`) and, for
 every knob that varies across them, compares its values *holding every other knob fixed*, then pools
 those like-for-like comparisons. It recommends a value only when the evidence says so, and otherwise
 says why not and what to measure next.
@@ -21,14 +21,14 @@ Method, per knob
    stratum with two or more values of the knob is a like-for-like comparison. A configuration's trials
    are a cell.
 2. Two-band check (DESIGN.md "Noise"): if the Mpps of all trials split into two bands
-   (:func:`advisor.evidence.two_band`) and configurations landed in both, or a cell of 4+ trials is
+   (:func:`labctl.analysis.statistics.two_band`) and configurations landed in both, or a cell of 4+ trials is
    two-band on its own, those cells are *bimodal*. When a quarter or more of the cells (and at least
    two) are bimodal the whole data set is band-limited and nothing is recommended; otherwise strata
    holding a bimodal cell are left out of the comparison.
 3. Rate effect of value ``a`` against the reference ``r`` (the schema default when it was measured,
    else the first value measured): per stratum the log ratio of the cell medians; pooled as their
    mean; the interval is a percentile bootstrap (:data:`N_BOOT` resamples) that resamples the trials of
-   each cell (the method of :func:`advisor.evidence.compare`, which gives the figures when there is a
+   each cell (the method of :func:`labctl.analysis.statistics.compare`, which gives the figures when there is a
    single stratum). With fewer than :data:`MIN_REPEATS` trials in a cell the strata themselves are
    resampled too (two-stage bootstrap), which needs at least :data:`MIN_POOLED_STRATA` strata and
    :data:`MIN_POOLED_TRIALS` trials per value; with less, the knob is "too few repeats".
@@ -74,14 +74,14 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from labctl.cpuset import format_cpuset, parse_cpuset
+from labctl.host.cpuset import format_cpuset, parse_cpuset
 from labctl.errors import UserError
-from labctl.knobs import flatten
-from labctl.record import Environment, TrialRecord
-from labctl.spec import Profile
-from labctl.steadiness import unsteady_warning
+from labctl.profile.knobs import flatten
+from labctl.results.record import Environment, TrialRecord
+from labctl.profile.schema import Profile
+from labctl.host.steadiness import unsteady_warning
 
-from . import evidence
+from labctl.analysis import statistics
 
 __all__ = [
     "DEFAULT_MAX_LOSS",
@@ -128,8 +128,8 @@ NOISE_FLOOR_PCT = 2.0
 #: percent from run to run, so smaller reductions are noise.
 LOSS_FACTOR = 2.0
 
-#: Trials per configuration for a within-configuration (stage-2) bootstrap; :data:`evidence.MIN_TRIALS`.
-MIN_REPEATS = evidence.MIN_TRIALS
+#: Trials per configuration for a within-configuration (stage-2) bootstrap; :data:`statistics.MIN_TRIALS`.
+MIN_REPEATS = statistics.MIN_TRIALS
 
 #: With fewer repeats per configuration, pooling needs this many strata and trials per value.
 MIN_POOLED_STRATA = 3
@@ -144,7 +144,7 @@ N_BOOT = 4000
 #: Fewest bootstrap resamples each tail of an interval must hold (below it the interval is the extremes).
 MIN_TAIL_RESAMPLES = 5
 
-#: QEMU caps tx_queue_size at this unless the backend is vhost-user (labctl.rules "tx-ring-backend").
+#: QEMU caps tx_queue_size at this unless the backend is vhost-user (labctl.profile.rules "tx-ring-backend").
 TX_RING_CAP = 256
 
 #: Power for the "run --repeat N" advice when a difference is inside the noise.
@@ -208,7 +208,7 @@ class Knob:
         return value
 
     def settings(self, value: Any) -> dict[str, Any]:
-        """Knob path -> value assignments (for :func:`labctl.knobs.with_knobs`) that set ``value``."""
+        """Knob path -> value assignments (for :func:`labctl.profile.knobs.with_knobs`) that set ``value``."""
         if self.kind == "pinning":
             return {p: v for p, v in value}
         return {self.name: value}
@@ -334,7 +334,7 @@ def pinning_layout(config: dict[str, Any]) -> str:
 
 def tx_ring_violation(config: dict[str, Any]) -> list[tuple[int, int, str]]:
     """NICs of a flattened config whose tx_queue_size exceeds 256 on a backend other than vhost-user:
-    ``[(nic index, tx_queue_size, backend)]`` (labctl.rules "tx-ring-backend")."""
+    ``[(nic index, tx_queue_size, backend)]`` (labctl.profile.rules "tx-ring-backend")."""
     out = []
     for key, value in config.items():
         nic = _nic_key(key)
@@ -588,7 +588,7 @@ class _Analysis:
                         self.labels[(i, v)] = pinning_layout(r.config)
                     else:
                         self.labels[(i, v)] = f"{d.short} {show_value(d.json_value(v))}"
-        self.band: evidence.TwoBand | None = None
+        self.band: statistics.TwoBand | None = None
         self.band_limited = False
         self.bimodal_cells: list[_Cell] = []
         self.pollers_apart = bool(records) and all(_pollers_apart(r.env) for r in records)
@@ -598,15 +598,15 @@ class _Analysis:
 
     def _find_bands(self) -> None:
         values = [x for c in self.cells.values() for x in c.mpps]
-        band = evidence.two_band(values) if len(values) >= 2 * evidence.MIN_BAND else None
+        band = statistics.two_band(values) if len(values) >= 2 * statistics.MIN_BAND else None
         if band is not None:
             threshold = (band.low[-1] + band.high[0]) / 2.0
             for cell in self.cells.values():
                 if any(x < threshold for x in cell.mpps) and any(x > threshold for x in cell.mpps):
                     cell.bimodal = True
         for cell in self.cells.values():
-            if cell.n >= 2 * evidence.MIN_BAND:
-                own = evidence.two_band(cell.mpps)
+            if cell.n >= 2 * statistics.MIN_BAND:
+                own = statistics.two_band(cell.mpps)
                 if own is not None:
                     cell.bimodal = True
                     if band is None:
@@ -670,9 +670,9 @@ class _Analysis:
         lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
         est, lo_pct, hi_pct = 100 * math.expm1(point), 100 * math.expm1(lo), 100 * math.expm1(hi)
         if len(pairs) == 1 and min(pairs[0][0].n, pairs[0][1].n) >= 2:
-            # one like-for-like comparison: the figures of evidence.compare, as labctl report shows them
+            # one like-for-like comparison: the figures of statistics.compare, as labctl report shows them
             a, b = pairs[0]
-            delta = evidence.compare(b.mpps, a.mpps, confidence=confidence, seed=self.seed, n_resamples=N_BOOT)
+            delta = statistics.compare(b.mpps, a.mpps, confidence=confidence, seed=self.seed, n_resamples=N_BOOT)
             est, lo_pct, hi_pct = delta.change_pct, delta.ci_low_pct, delta.ci_high_pct
         return _Effect(est, lo_pct, hi_pct, pairs, boots)
 
@@ -1166,11 +1166,11 @@ def advise(
     if analysis.bimodal_cells:
         advice.warnings.append(analysis.band_reason())
     high = [c for c in analysis.cells.values() if c.n >= 2 and not c.bimodal
-            and np.std(c.mpps, ddof=1) / np.mean(c.mpps) > evidence.HIGH_CV]
+            and np.std(c.mpps, ddof=1) / np.mean(c.mpps) > statistics.HIGH_CV]
     if high:
         advice.warnings.append(
             f"{len(high)} of {len(analysis.cells)} configurations scatter by more than "
-            f"{100 * evidence.HIGH_CV:.0f}% (cv) between repeats: comparisons involving them need more repeats")
+            f"{100 * statistics.HIGH_CV:.0f}% (cv) between repeats: comparisons involving them need more repeats")
 
     for k, knob in enumerate(dims):
         if not knob.tunable:
@@ -1239,7 +1239,7 @@ def _platform_check(advice: Advice, dims: list[Knob], records: list[TrialRecord]
 
 def trials_from_store(db: str | Path, run_id: int | None = None) -> tuple[int, list[TrialRecord]]:
     """The trials (every status) of ``run_id`` (default: the latest run) in the store at ``db``."""
-    from labctl.store import Store
+    from labctl.results.store import Store
 
     if not Path(db).exists():
         raise UserError(f"{db}: no result store here (run a sweep first, or pass --db)")
@@ -1299,7 +1299,7 @@ def _materialize(data: Any, full: Any, parts: list[str]) -> None:
 
 
 def _apply_one(data: dict[str, Any], full: dict[str, Any], settings: dict[str, Any]) -> None:
-    from labctl.knobs import set_knob
+    from labctl.profile.knobs import set_knob
 
     for path, value in settings.items():
         if path.startswith("guest.pinning.") and value is None:
@@ -1329,7 +1329,7 @@ def apply_advice(profile_data: dict[str, Any], advice: Advice) -> tuple[dict[str
     tuned profile, or when two recommendations are each other's condition (queues 2 with split
     pinning, split pinning with queues 2: the pair is applied). A tx_queue_size above 256 is never
     written for a NIC whose backend is not vhost-user. The result is validated against the schema
-    (:class:`labctl.spec.Profile`); UserError if it is invalid."""
+    (:class:`labctl.profile.schema.Profile`); UserError if it is invalid."""
     import copy
 
     from pydantic import ValidationError
@@ -1417,8 +1417,8 @@ def write_tuned(path_in: str | Path, advice: Advice, path_out: str | Path) -> li
     included) by reading it back; ProfileError if it is not valid here."""
     import yaml
 
-    from labctl.profiles import load_profile
-    from labctl.yamlsrc import YamlProblem, load_yaml
+    from labctl.profile.load import load_profile
+    from labctl.profile.yamlsrc import YamlProblem, load_yaml
 
     source = Path(path_in)
     try:

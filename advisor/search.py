@@ -3,7 +3,7 @@
 ``tune(space, evaluate, budget, seed)`` serves both faces of ``labctl tune``:
 
 - live: ``evaluate(config)`` runs one real trial of the profile with ``config`` applied and returns
-  its Mpps (or the :class:`~labctl.record.TrialRecord`; ``None`` or a failed record for a failed trial);
+  its Mpps (or the :class:`~labctl.results.record.TrialRecord`; ``None`` or a failed record for a failed trial);
 - replay: :class:`ReplayEvaluator` answers from recorded trials, each call drawing one of the recorded
   repeats of the chosen configuration, so a search can be judged offline against the full grid.
 
@@ -22,12 +22,12 @@ Method (two phases, one budget counted in trials):
    nominate a configuration not yet measured). Each round measures every survivor once more, then
    keeps the better half. One lucky trial of a mediocre configuration cannot win: the answer is the
    survivor with the best median of repeated trials; when even the finalists have fewer than
-   :data:`advisor.evidence.MIN_TRIALS` trials (tiny budgets), the main-effects model, which pools every
+   :data:`labctl.analysis.statistics.MIN_TRIALS` trials (tiny budgets), the main-effects model, which pools every
    trial of each knob value, ranks the measured configurations instead.
 
 Stopping: when the budget is spent; when the race is decided (one survivor with
-:data:`advisor.evidence.MIN_TRIALS` trials); or early, when the best is clear: the leader has
-:data:`advisor.evidence.MIN_TRIALS` trials or more and :func:`advisor.evidence.compare` calls it
+:data:`labctl.analysis.statistics.MIN_TRIALS` trials); or early, when the best is clear: the leader has
+:data:`labctl.analysis.statistics.MIN_TRIALS` trials or more and :func:`labctl.analysis.statistics.compare` calls it
 "better" than every other contender with as many trials; or when exploration has converged (the
 sampler proposed only configurations already measured :data:`CONVERGED_REPEATS` times, for
 :data:`PATIENCE` steps in a row).
@@ -50,10 +50,10 @@ from typing import Any
 import numpy as np
 
 from labctl.errors import UserError
-from labctl.record import TrialRecord
+from labctl.results.record import TrialRecord
 
-from . import evidence
-from .recommend import knob_groups
+from labctl.analysis import statistics
+from advisor.recommend import knob_groups
 
 __all__ = ["Evaluate", "Step", "SearchResult", "ReplayEvaluator", "tune", "replay", "space_from_profile",
            "CONFIRM_SHARE", "STARTUP_SHARE", "RACE_SIZE", "PATIENCE", "CONVERGED_REPEATS"]
@@ -157,14 +157,14 @@ def _clear_leader(obs: _Observations, contenders: list[str]) -> bool:
     if len(contenders) < 2:
         return False
     leader = max(contenders, key=lambda k: (obs.median(k), obs.n(k)))
-    if obs.n(leader) < evidence.MIN_TRIALS:
+    if obs.n(leader) < statistics.MIN_TRIALS:
         return False
     for other in contenders:
         if other == leader:
             continue
-        if obs.n(other) < evidence.MIN_TRIALS:
+        if obs.n(other) < statistics.MIN_TRIALS:
             return False
-        delta = evidence.compare(obs.values[other], obs.values[leader], n_resamples=1000)
+        delta = statistics.compare(obs.values[other], obs.values[leader], n_resamples=1000)
         if delta.verdict != "better":
             return False
     return True
@@ -251,7 +251,7 @@ def tune(
                 stop_reason = "best is clear"
                 break
             if len(contenders) == 1:
-                if obs.n(contenders[0]) >= evidence.MIN_TRIALS:
+                if obs.n(contenders[0]) >= statistics.MIN_TRIALS:
                     stop_reason = "race decided"
                     break
                 continue
@@ -265,8 +265,8 @@ def tune(
         return SearchResult(obs.configs[best_key], len(steps), steps, "every trial failed", None, 0, records)
     pool = [k for k in (contenders or obs.ranked()) if obs.n(k)] or obs.ranked()
     most = max(obs.n(k) for k in pool)
-    finalists = [k for k in pool if obs.n(k) >= min(most, evidence.MIN_TRIALS)]
-    model = _main_effects(space, obs) if most < evidence.MIN_TRIALS else None
+    finalists = [k for k in pool if obs.n(k) >= min(most, statistics.MIN_TRIALS)]
+    model = _main_effects(space, obs) if most < statistics.MIN_TRIALS else None
     if model is not None:
         # too few repeats for medians to rank: rank every measured configuration by the main-effects
         # model, which pools all trials of each knob value
@@ -439,9 +439,9 @@ class ReplayEvaluator:
 
 def replay(records: Iterable[TrialRecord] | str | Path, budget: int, seed: int = 0, **kwargs: Any) -> SearchResult:
     """``labctl tune --replay FILE.jsonl --budget N --seed S``: the search of :func:`tune` against recorded
-    trials (records, or a JSONL export path read with :func:`labctl.interchange.read_jsonl`)."""
+    trials (records, or a JSONL export path read with :func:`labctl.results.interchange.read_jsonl`)."""
     if isinstance(records, (str, Path)):
-        from labctl.interchange import read_jsonl
+        from labctl.results.interchange import read_jsonl
 
         records = read_jsonl(records)
     evaluator = ReplayEvaluator(records, seed)

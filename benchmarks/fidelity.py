@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labctl.errors import LabError  # noqa: E402
-from labctl.steadiness import probe  # noqa: E402
+from labctl.host.steadiness import probe  # noqa: E402
 PROFILE = ROOT / "domains" / "quick.yaml"
 PAIRS = int(os.environ.get("FIDELITY_PAIRS", "5"))
 STEADINESS_S = 5.0

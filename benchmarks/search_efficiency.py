@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     path = Path(args.data) if args.data else (DEFAULT_DATA if DEFAULT_DATA.exists() and not args.synthetic else None)
     if path is not None:
-        from labctl.interchange import read_jsonl
+        from labctl.results.interchange import read_jsonl
 
         from labctl.errors import LabError
 

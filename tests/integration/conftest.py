@@ -6,7 +6,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labctl.telemetry import RUNTIME_ROOT
+from labctl.dpdk.telemetry import RUNTIME_ROOT
 
 
 def pytest_collection_modifyitems(items):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from labctl import appliance as ap
+from labctl.lab.libvirt.appliance import build as ap
 
 pytestmark = pytest.mark.integration
 

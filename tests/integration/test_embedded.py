@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from labctl.profiles import load_profile
-from labctl.trial import run_trial
+from labctl.profile.load import load_profile
+from labctl.measure.trial import run_trial
 from tests.conftest import DOMAINS, ROOT
 from tests.integration.conftest import labctl_processes, needs_dpdk
 
@@ -82,7 +82,7 @@ def test_rings_follow_queue_size(no_leftovers):
 
 def test_zero_forwarding_is_a_failed_trial(no_leftovers, monkeypatch):
     """A forwarder that never starts forwarding gives a failed trial with a reason, not a zero."""
-    from labctl import testpmd
+    from labctl.dpdk import testpmd
 
     original = testpmd.Testpmd.command
 
@@ -133,8 +133,8 @@ def test_a_testpmd_that_dies_at_start_fails_the_trial_and_leaves_nothing(no_left
     """The guest listens and the vswitch connects: when either one dies at start, the other may be
     left waiting (the guest in accept(), the vswitch for a socket); the trial still ends, names the
     process that died, and removes everything."""
-    import labctl.trial as trial_module
-    from labctl.testpmd import EalOptions
+    import labctl.measure.trial as trial_module
+    from labctl.dpdk.testpmd import EalOptions
 
     original = EalOptions.argv
 

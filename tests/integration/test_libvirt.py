@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from labctl import hypervisor
-from labctl.lab import down, up
-from labctl.profiles import load_profile
-from labctl.state import load_state
+from labctl.lab.libvirt import hypervisor
+from labctl.lab.libvirt.lifecycle import down, up
+from labctl.profile.load import load_profile
+from labctl.lab.ledger import load_state
 from tests.conftest import DOMAINS, ROOT
 from tests.integration.conftest import labctl_processes
 

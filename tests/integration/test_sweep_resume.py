@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from labctl.state import load_state
+from labctl.lab.ledger import load_state
 from tests.conftest import DOMAINS, ROOT
 from tests.integration.conftest import labctl_processes, needs_dpdk
 
@@ -61,8 +61,8 @@ def test_sweep_with_steadiness_probe_real(tmp_path, no_leftovers):
     its warning exactly when the probe called the host unsteady; no probe worker is left."""
     import json
 
-    from labctl.steadiness import UNSTEADY_WARNING
-    from labctl.store import Store
+    from labctl.host.steadiness import UNSTEADY_WARNING
+    from labctl.results.store import Store
 
     db = tmp_path / "sweep.db"
     proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(DOMAINS / "quick.yaml"), "--db", str(db),
@@ -76,4 +76,4 @@ def test_sweep_with_steadiness_probe_real(tmp_path, no_leftovers):
         trials = store.trials(summary["run_id"])
     warned = [any(w.startswith(UNSTEADY_WARNING) for w in t.warnings) for t in trials]
     assert warned == [verdict == "unsteady"] * 4
-    assert not subprocess.run(["pgrep", "-f", "labctl.steadiness"], capture_output=True).stdout
+    assert not subprocess.run(["pgrep", "-f", "labctl.host.steadiness"], capture_output=True).stdout

@@ -22,14 +22,14 @@ from advisor.recommend import (
     tx_ring_violation,
     write_tuned,
 )
-from labctl.cpuset import parse_cpuset
+from labctl.host.cpuset import parse_cpuset
 from labctl.errors import PlanError, UserError
-from labctl.host import HostFacts, HugepagePool, KvmStatus
-from labctl.profiles import load_profile
-from labctl.record import TrialRecord
-from labctl.rules import check_profile
-from labctl.spec import Profile
-from labctl.store import Store
+from labctl.host.facts import HostFacts, HugepagePool, KvmStatus
+from labctl.profile.load import load_profile
+from labctl.results.record import TrialRecord
+from labctl.profile.rules import check_profile
+from labctl.profile.schema import Profile
+from labctl.results.store import Store
 
 RX = "guest.nics.*.rx_queue_size"
 TX = "guest.nics.*.tx_queue_size"
@@ -397,7 +397,7 @@ def test_two_cpu_host_plans_one_pmd_and_one_vcpu_with_a_warning():
 
 
 def test_plan_on_this_host_for_the_quick_profile():
-    from labctl.host import gather
+    from labctl.host.facts import gather
 
     here = gather()
     profile = load_profile("domains/quick.yaml", cpus=frozenset(here.cpus)).profile
@@ -423,7 +423,7 @@ def test_two_recordings_of_one_grid_on_this_noisy_host_do_not_contradict_each_ot
     lucky configuration)."""
     from pathlib import Path
 
-    from labctl.interchange import read_jsonl
+    from labctl.results.interchange import read_jsonl
 
     data = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
     first = advise(read_jsonl(data / "embedded-grid.jsonl"))

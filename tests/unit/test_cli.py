@@ -66,7 +66,7 @@ def test_advise_plan_and_replay_cli(cli, tmp_path):
     import json as _json
 
     from advisor.datasets import search_grid
-    from labctl.interchange import record_to_line
+    from labctl.results.interchange import record_to_line
 
     code, out, _ = cli("advise", "--plan", str(DOMAINS / "quick.yaml"), "--json")
     plan = _json.loads(out)
@@ -114,7 +114,7 @@ def test_bad_input_creates_nothing(cli, tmp_path):
 
 
 def test_out_paths_checked_before_work(cli, tmp_path):
-    from labctl.store import Store
+    from labctl.results.store import Store
 
     db = tmp_path / "s.db"
     Store(db).close()

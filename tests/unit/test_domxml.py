@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from labctl.domxml import RenderContext, render, tap_name
-from labctl.profiles import load_profile
-from labctl.spec import Profile
+from labctl.lab.libvirt.domxml import RenderContext, render, tap_name
+from labctl.profile.load import load_profile
+from labctl.profile.schema import Profile
 from tests.conftest import ROOT, shipped_profiles
 
 GOLDEN = ROOT / "tests" / "golden"

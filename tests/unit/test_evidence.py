@@ -1,4 +1,4 @@
-"""Unit tests for advisor.evidence: intervals, two-band detection, comparisons, formatting."""
+"""Unit tests for labctl.analysis.statistics: intervals, two-band detection, comparisons, formatting."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from advisor import evidence
-from advisor.evidence import (
+from labctl.analysis import statistics
+from labctl.analysis.statistics import (
     Delta,
     compare,
     loss_summary,
@@ -104,7 +104,7 @@ def test_high_variance_flag_and_threshold():
     assert not s.bimodal
     assert not summarize(noisy, cv_threshold=0.25).high_variance
     assert not summarize([10.0, 10.2, 9.9, 10.1, 9.8]).high_variance
-    assert evidence.HIGH_CV == 0.10
+    assert statistics.HIGH_CV == 0.10
 
 
 def test_summarize_flags_two_band_sample():
@@ -127,7 +127,7 @@ def test_two_band_detects_the_host_bands():
     assert tb.high_median == pytest.approx(16.0)
     assert tb.gap == pytest.approx(5.4)
     assert tb.ratio == pytest.approx(16.0 / 9.1)
-    assert tb.separation >= evidence.BAND_SEPARATION
+    assert tb.separation >= statistics.BAND_SEPARATION
 
 
 def test_two_band_ignores_unimodal_noise():

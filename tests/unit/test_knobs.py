@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from labctl.errors import KnobError
-from labctl.knobs import crossed, flatten, get_knob, parse_assignment, set_knob, with_knobs
-from labctl.spec import Profile
+from labctl.profile.knobs import crossed, flatten, get_knob, parse_assignment, set_knob, with_knobs
+from labctl.profile.schema import Profile
 
 
 def base():

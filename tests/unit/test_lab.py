@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from labctl import hypervisor
+from labctl.lab.libvirt import hypervisor
 from labctl.errors import HypervisorError
-from labctl.lab import down, status, up
-from labctl.profiles import load_profile
-from labctl.state import load_state, locked, teardown
+from labctl.lab.libvirt.lifecycle import down, status, up
+from labctl.profile.load import load_profile
+from labctl.lab.ledger import load_state, locked, teardown
 from tests.conftest import DOMAINS
 
 TEST_URI = "test:///default"
@@ -82,7 +82,7 @@ def test_state_records_before_creation_and_teardown_after_kill(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", f"""
 import os, time, subprocess, sys
 from pathlib import Path
-from labctl.state import locked
+from labctl.lab.ledger import locked
 with locked("crash") as state:
     state.record("path", {str(marker)!r})
     Path({str(marker)!r}).write_text("x")
@@ -124,7 +124,7 @@ def test_recycled_pid_is_not_killed():
 
 def test_unreadable_state_file_is_a_named_error(tmp_path):
     from labctl.errors import StateError
-    from labctl.state import state_path
+    from labctl.lab.ledger import state_path
 
     path = state_path("broken")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from labctl.monitor import ThreadMonitor
+from labctl.host.monitor import ThreadMonitor
 
 SPIN = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.time() + 20\nwhile time.time() < end: pass\n"
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from labctl.errors import ProfileError
-from labctl.profiles import load_profile
-from labctl.yamlsrc import MAX_PROFILE_BYTES
+from labctl.profile.load import load_profile
+from labctl.profile.yamlsrc import MAX_PROFILE_BYTES
 
 CPUS = frozenset({0, 1})
 

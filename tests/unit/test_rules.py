@@ -1,12 +1,12 @@
-"""Every rule in labctl.rules: a passing and a failing case each."""
+"""Every rule in labctl.profile.rules: a passing and a failing case each."""
 
 from __future__ import annotations
 
 import pytest
 
 from labctl.errors import Problem
-from labctl.rules import RULES, check_profile
-from labctl.spec import Profile
+from labctl.profile.rules import RULES, check_profile
+from labctl.profile.schema import Profile
 
 CPUS = frozenset({0, 1})
 

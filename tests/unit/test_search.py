@@ -12,9 +12,9 @@ import pytest
 from advisor import datasets
 from advisor.search import ReplayEvaluator, replay, space_from_profile, tune
 from labctl.errors import UserError
-from labctl.interchange import record_to_line
-from labctl.profiles import load_profile
-from labctl.record import Metrics, TrialRecord
+from labctl.results.interchange import record_to_line
+from labctl.profile.load import load_profile
+from labctl.results.record import Metrics, TrialRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = "guest.nics.*.queues"
@@ -198,7 +198,7 @@ def test_benchmark_names_an_unreadable_file(tmp_path, capsys):
 
 
 def test_recorded_grid_ships_with_the_benchmark():
-    from labctl.interchange import read_jsonl
+    from labctl.results.interchange import read_jsonl
 
     records = read_jsonl(ROOT / "benchmarks" / "data" / "embedded-grid.jsonl")
     configs = {tuple(sorted((k, r.config[k]) for k in ("guest.nics.0.rx_queue_size", "workload.burst",

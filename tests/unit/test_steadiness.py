@@ -11,9 +11,9 @@ import pytest
 import subprocess
 import sys
 
-from labctl import steadiness
+from labctl.host import steadiness
 from labctl.errors import ProbeError, UserError
-from labctl.steadiness import STEADY_SPREAD, Sample, probe, summarise
+from labctl.host.steadiness import STEADY_SPREAD, Sample, probe, summarise
 
 
 def _samples(cpu_rates: list[float], copy_rates: list[float]) -> list[Sample]:
@@ -80,7 +80,7 @@ def test_real_probe_samples_every_cpu_and_leaves_no_worker():
 
 
 def _workers_left() -> list:
-    return [p for p in psutil.Process().children(recursive=True) if "labctl.steadiness" in " ".join(p.cmdline())]
+    return [p for p in psutil.Process().children(recursive=True) if "labctl.host.steadiness" in " ".join(p.cmdline())]
 
 
 def test_a_failing_worker_is_named_and_the_others_are_stopped(monkeypatch):
@@ -103,7 +103,7 @@ def test_interrupted_probe_leaves_no_worker(monkeypatch):
     real_wait = subprocess.Popen.wait
 
     def wait(self, timeout=None):
-        if "labctl.steadiness" in " ".join(map(str, self.args)) and self.returncode is None and timeout and timeout > 10:
+        if "labctl.host.steadiness" in " ".join(map(str, self.args)) and self.returncode is None and timeout and timeout > 10:
             raise KeyboardInterrupt  # Ctrl-C while the probe waits for its workers
         return real_wait(self, timeout)
 

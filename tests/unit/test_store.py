@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import StoreError, UserError
-from labctl.interchange import ImportFormatError, export_csv, export_jsonl, import_jsonl
-from labctl.record import Environment, Metrics, TrialRecord
-from labctl.store import SCHEMA_VERSION, Store, UnknownRunError
+from labctl.results.interchange import ImportFormatError, export_csv, export_jsonl, import_jsonl
+from labctl.results.record import Environment, Metrics, TrialRecord
+from labctl.results.store import SCHEMA_VERSION, Store, UnknownRunError
 
 ENV = Environment(host="lab1", cores=2, kernel="6.1.0", accel="tcg", lab="embedded", pins={"vswitch": "1"})
 
@@ -144,8 +144,8 @@ def test_trial_survives_kill_9(db: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from labctl.record import TrialRecord
-        from labctl.store import Store
+        from labctl.results.record import TrialRecord
+        from labctl.results.store import Store
         s = Store({str(db)!r})
         run = s.create_run("k", {{}}, [{{"seq": 0, "config": {{"a": 1}}, "repeat_index": 0}}])
         s.add_trial(TrialRecord(run_id=run, config={{"a": 1}}, metrics={{"mpps": 3.5}}), seq=0)
@@ -278,7 +278,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
 def test_foreign_or_broken_files_are_refused(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
-    from labctl.store import NotAStoreError
+    from labctl.results.store import NotAStoreError
 
     with pytest.raises(NotAStoreError, match="--db .*junk.db: not a labctl result store") as info:
         Store(junk)

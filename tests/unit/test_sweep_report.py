@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from labctl.profiles import load_profile
-from labctl.record import Environment, Metrics, TrialRecord
-from labctl.report import build_report, render
-from labctl.store import Store
-from labctl.sweep import build_plan, run_sweep
+from labctl.profile.load import load_profile
+from labctl.results.record import Environment, Metrics, TrialRecord
+from labctl.analysis.report import build_report, render
+from labctl.results.store import Store
+from labctl.measure.sweep import build_plan, run_sweep
 from tests.conftest import DOMAINS
 
 CPUS = frozenset({0, 1})
@@ -30,7 +30,7 @@ def fake_runner(rates: dict[int, float], calls: list, fail_at: int | None = None
         calls.append((loaded.profile.guest.nics[0].rx_queue_size, loaded.profile.workload.burst, repeat_index))
         if fail_at is not None and len(calls) == fail_at:
             raise KeyboardInterrupt
-        from labctl.knobs import flatten
+        from labctl.profile.knobs import flatten
 
         rate = rates[loaded.profile.guest.nics[0].rx_queue_size] * (1 + random.uniform(-0.02, 0.02))
         return TrialRecord(config=flatten(loaded.profile.model_dump()), repeat_index=repeat_index,
@@ -121,7 +121,7 @@ def test_report_bad_by_and_empty():
 
 
 def test_plot_png(tmp_path):
-    from labctl.plot import plot_report
+    from labctl.analysis.plot import plot_report
 
     data = records({(256, 32): [10, 10.1, 9.9], (256, 64): [12, 12.1, 11.9],
                     (1024, 32): [10, 10.2, 9.8], (1024, 64): [10.1, 9.9, 10.0]})
@@ -131,7 +131,7 @@ def test_plot_png(tmp_path):
 
 
 def test_cli_report_plot_import_export(tmp_path, cli):
-    from labctl.interchange import export_jsonl
+    from labctl.results.interchange import export_jsonl
 
     src = tmp_path / "src.db"
     with Store(src) as store:
@@ -162,8 +162,8 @@ def test_cli_report_plot_import_export(tmp_path, cli):
 @pytest.mark.parametrize("fast_then_slow, warned", [(True, True), (False, False)])
 def test_sweep_steadiness_probe_warns_every_trial_of_an_unsteady_host(tmp_path, monkeypatch, fast_then_slow, warned):
     from advisor.recommend import advise
-    from labctl import steadiness
-    from labctl.steadiness import UNSTEADY_WARNING, Sample, summarise
+    from labctl.host import steadiness
+    from labctl.host.steadiness import UNSTEADY_WARNING, Sample, summarise
 
     def fake_probe(seconds, cpus=None, interval_s=None):
         rates = [1000.0 if (i < 10 or not fast_then_slow) else 500.0 for i in range(20)]
@@ -197,7 +197,7 @@ def test_sweep_bad_steadiness_creates_nothing(tmp_path, cli):
 
 
 def test_sweep_interrupted_while_probing_leaves_no_store(tmp_path, monkeypatch):
-    from labctl import steadiness
+    from labctl.host import steadiness
 
     def interrupted(seconds, cpus=None, interval_s=None):
         raise KeyboardInterrupt
@@ -213,7 +213,7 @@ def test_sweep_interrupted_while_probing_leaves_no_store(tmp_path, monkeypatch):
 @pytest.mark.parametrize("make_db, message", [(lambda p: p.write_text("not a store"), "not a labctl result store"),
                                               (lambda p: None, "is not a writable directory")])
 def test_sweep_with_steadiness_checks_the_db_before_probing(tmp_path, monkeypatch, make_db, message):
-    from labctl import steadiness
+    from labctl.host import steadiness
     from labctl.errors import UserError
 
     probed: list = []

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from labctl.forwarder import embedded_forwarder, noisy_memory_mb
-from labctl.profiles import load_profile
-from labctl.testpmd import EAL_HEADROOM_MB, mbuf_budget
+from labctl.lab.embedded.forwarder import embedded_forwarder, noisy_memory_mb
+from labctl.profile.load import load_profile
+from labctl.dpdk.testpmd import EAL_HEADROOM_MB, mbuf_budget
 from labctl.errors import WorkloadError
-from labctl.vswitch import connect_ports, unix_listening, vswitch_config, vswitch_testpmd
+from labctl.lab.embedded.vswitch import connect_ports, unix_listening, vswitch_config, vswitch_testpmd
 from tests.conftest import DOMAINS
 
 CPUS = frozenset({0, 1})

@@ -1,0 +1,3 @@
+from labctl.cli import main
+
+main()

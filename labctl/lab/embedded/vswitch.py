@@ -1,0 +1,135 @@
+"""The host side of every lab: a testpmd "vswitch" with net_vhost ports.
+
+Facing libvirt guests its ports are vhost-user servers (QEMU connects). In the embedded lab they are
+clients, as OVS-DPDK's ``dpdkvhostuserclient`` ports are: the guest's ``net_virtio_user`` ports listen
+and the vswitch connects to each once its socket exists (``port start N``). A connecting client is
+served at once, while DPDK 22.11's vhost event thread only notices a listening socket added after it
+began polling at its next 1 s poll timeout, which made every embedded trial wait ~1 s for nothing.
+
+It is also the traffic generator and sink: in testpmd's ``flowgen`` mode each forwarding stream
+receives (and counts, then frees) what arrives on one port and sends generated frames out of the
+other, so port 0 sends to the guest's port 0 and receives, on port 1, what the guest forwarded.
+Frames that cannot be placed in the guest's receive ring show as TX-dropped in its forward stats.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from labctl.host.cpuset import format_cpuset, online_cpus, parse_cpuset
+from labctl.errors import WorkloadError
+from labctl.profile.schema import Profile
+from labctl.dpdk.testpmd import EalOptions, Testpmd, TestpmdOptions, mbuf_budget
+
+if TYPE_CHECKING:
+    from labctl.lab.ledger import LabState
+
+GENERATOR_BURST = 32
+GENERATOR_FLOWS = 64
+
+
+def devarg_path(path: Path) -> str:
+    """A path as a DPDK devargs value: commas and '=' would split the argument, so refuse them."""
+    text = str(path)
+    if any(c in text for c in ",= \t\n"):
+        raise WorkloadError(f"socket path {text!r} cannot be passed to DPDK (no ',', '=' or spaces allowed)")
+    return text
+
+
+def lcores_argument(worker_cpusets: list[frozenset[int] | None]) -> str:
+    """DPDK --lcores: lcore 0 (main, mostly asleep) floats on every online CPU; workers follow the pins."""
+    online = online_cpus()
+    parts = [f"0@({format_cpuset(online)})"]
+    for index, cpus in enumerate(worker_cpusets, start=1):
+        parts.append(f"{index}@({format_cpuset(cpus or online)})")
+    return ",".join(parts)
+
+
+def pmd_cpusets(profile: Profile) -> list[frozenset[int] | None]:
+    """One vswitch PMD per CPU of pinning.vhost, or one floating PMD when it is not pinned."""
+    if profile.guest.pinning.vhost is None:
+        return [None]
+    return [frozenset({cpu}) for cpu in sorted(parse_cpuset(profile.guest.pinning.vhost))]
+
+
+@dataclass
+class VswitchConfig:
+    sockets: list[Path]
+    queues: int
+    pmds: list[frozenset[int] | None]
+    packet_size: int
+    file_prefix: str
+    hugepages_dir: Path | None
+    client: bool = False
+
+
+def vswitch_config(profile: Profile, sockets: list[Path], file_prefix: str,
+                   hugepages_dir: Path | None, client: bool = False) -> VswitchConfig:
+    return VswitchConfig(sockets=sockets, queues=max(n.queues for n in profile.guest.nics),
+                         pmds=pmd_cpusets(profile), packet_size=profile.workload.packet_size,
+                         file_prefix=file_prefix, hugepages_dir=hugepages_dir, client=client)
+
+
+def vswitch_testpmd(config: VswitchConfig, log_path: Path, forward_mode: str = "flowgen",
+                    stats_period_s: int | None = None) -> Testpmd:
+    role = ",client=1" if config.client else ""
+    vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={config.queues}{role}"
+             for i, sock in enumerate(config.sockets)]
+    mbufs, memory_mb = mbuf_budget(len(config.sockets), config.queues, 1024, 1024, config.hugepages_dir is not None)
+    eal = EalOptions(file_prefix=config.file_prefix, lcores=lcores_argument(config.pmds), vdevs=vdevs,
+                     memory_mb=memory_mb, hugepages_dir=config.hugepages_dir)
+    extra = [f"--txpkts={config.packet_size}", f"--flowgen-flows={GENERATOR_FLOWS}"] if forward_mode == "flowgen" else []
+    if config.client:
+        # A net_vhost port connects when it is configured: leave that to connect_ports(). The
+        # handshake then runs while testpmd answers commands, and its INFO lines and port events,
+        # printed by another thread, would split the prompt ("testpmd" ... "> "): keep only warnings.
+        extra += ["--disable-device-start", "--mask-event=intr_lsc", "--mask-event=queue_state"]
+        eal.log_levels.append("lib.vhost.config:warning")
+    app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(config.pmds), rxq=config.queues,
+                         txq=config.queues, burst=GENERATOR_BURST, total_mbufs=mbufs, extra=extra,
+                         stats_period_s=stats_period_s)
+    return Testpmd("vswitch", eal, app, log_path)
+
+
+UNIX_LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags column
+
+
+def unix_listening(path: Path) -> bool:
+    """Whether some process listens on the unix socket ``path`` (its file appears at bind(), before
+    listen(): a connect in between is refused)."""
+    text = str(path)
+    try:
+        lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace").splitlines()[1:]
+    except OSError:
+        return path.exists()
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7] == text and int(fields[3], 16) & UNIX_LISTENING:
+            return True
+    return False
+
+
+def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], timeout_s: float = 60.0) -> None:
+    """Client-mode vswitch: start port N as soon as the listener listens on socket N (the listener
+    creates them one at a time, each after the previous one was connected)."""
+    for index, sock in enumerate(sockets):
+        listener.wait_paths([sock], timeout_s, ready=unix_listening)
+        out = vswitch.command(f"port start {index}", timeout_s)
+        if re.search(r"(?i)fail|error", out):
+            raise WorkloadError(f"vswitch port {index} did not start: {out.strip().splitlines()[-1]} "
+                                f"(log {vswitch.log_path})")
+
+
+def start_recorded(state: "LabState", proc: Testpmd, daemon: bool = False) -> int:
+    """Record the DPDK runtime dir, start the process, record its pid with its start time."""
+    from labctl.host.monitor import process_started
+    from labctl.dpdk.telemetry import RUNTIME_ROOT
+
+    state.record("dpdk", proc.eal.file_prefix)
+    state.record("dir", str(RUNTIME_ROOT / proc.eal.file_prefix))
+    pid = proc.start_daemon() if daemon else proc.start()
+    state.record("process", str(pid), role=proc.role, started=process_started(pid))
+    return pid

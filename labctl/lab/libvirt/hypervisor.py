@@ -1,0 +1,169 @@
+"""libvirt through libvirt-python: connections, domains and networks. Never parses virsh."""
+
+from __future__ import annotations
+
+import threading
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from labctl.lab.libvirt.domxml import METADATA_NS
+from labctl.errors import HypervisorError
+
+try:
+    import libvirt
+except ImportError:  # pragma: no cover - the package is a hard dependency
+    libvirt = None  # type: ignore[assignment]
+
+_CONNECTIONS: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def _quiet(_ctx: Any, _err: Any) -> None:
+    """libvirt prints every error to stderr by default; labctl reports them itself."""
+
+
+def connect(uri: str):
+    """One connection per URI per process (test:///default keeps its domains per connection)."""
+    if libvirt is None:
+        raise HypervisorError("libvirt-python is not installed (make setup)")
+    with _LOCK:
+        conn = _CONNECTIONS.get(uri)
+        if conn is not None:
+            try:
+                if conn.isAlive():
+                    return conn
+            except libvirt.libvirtError:
+                pass
+        libvirt.registerErrorHandler(_quiet, None)
+        try:
+            conn = libvirt.open(uri)
+        except libvirt.libvirtError as exc:
+            raise HypervisorError(f"cannot connect to {uri}: {_message(exc)}") from None
+        _CONNECTIONS[uri] = conn
+        return conn
+
+
+def _message(exc: Exception) -> str:
+    text = exc.get_error_message() if hasattr(exc, "get_error_message") else str(exc)
+    return (text or str(exc)).splitlines()[0]
+
+
+def domain_type_for(uri: str, kvm_usable: bool) -> str:
+    if uri.startswith("test:"):
+        return "test"
+    return "kvm" if kvm_usable else "qemu"
+
+
+def lookup(uri: str, name: str):
+    conn = connect(uri)
+    try:
+        return conn.lookupByName(name)
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+            return None
+        raise HypervisorError(f"{name}: {_message(exc)}") from None
+
+
+def define_and_start(uri: str, xml: str, start: bool = True):
+    conn = connect(uri)
+    try:
+        dom = conn.defineXML(xml)
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"libvirt refused the domain: {_message(exc)}") from None
+    if start:
+        try:
+            dom.create()
+        except libvirt.libvirtError as exc:
+            raise HypervisorError(f"{dom.name()} did not start: {_message(exc)}") from None
+    return dom
+
+
+def remove_domain(uri: str, name: str) -> bool:
+    """Destroy and undefine; False when there was nothing to remove."""
+    dom = lookup(uri, name)
+    if dom is None:
+        return False
+    try:
+        if dom.isActive():
+            dom.destroy()
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() != libvirt.VIR_ERR_OPERATION_INVALID:
+            raise HypervisorError(f"{name}: destroy failed: {_message(exc)}") from None
+    try:
+        dom.undefine()
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+            raise HypervisorError(f"{name}: undefine failed: {_message(exc)}") from None
+    return True
+
+
+_STATES = {}
+if libvirt is not None:
+    _STATES = {
+        libvirt.VIR_DOMAIN_NOSTATE: "no state", libvirt.VIR_DOMAIN_RUNNING: "running",
+        libvirt.VIR_DOMAIN_BLOCKED: "blocked", libvirt.VIR_DOMAIN_PAUSED: "paused",
+        libvirt.VIR_DOMAIN_SHUTDOWN: "shutting down", libvirt.VIR_DOMAIN_SHUTOFF: "shut off",
+        libvirt.VIR_DOMAIN_CRASHED: "crashed", libvirt.VIR_DOMAIN_PMSUSPENDED: "suspended",
+    }
+
+
+def domain_state(dom) -> str:
+    state, _reason = dom.state()
+    return _STATES.get(state, f"state {state}")
+
+
+def labctl_domains(uri: str) -> list[dict[str, Any]]:
+    """Every domain on ``uri`` that labctl defined (it carries labctl's metadata element)."""
+    conn = connect(uri)
+    found = []
+    for dom in conn.listAllDomains():
+        try:
+            meta = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, METADATA_NS)
+        except libvirt.libvirtError:
+            continue
+        profile = ET.fromstring(meta).get("name", "")
+        found.append({"domain": dom.name(), "profile": profile, "state": domain_state(dom),
+                      "id": dom.ID() if dom.isActive() else None})
+    return found
+
+
+def domain_pins(dom) -> dict[str, Any]:
+    """The pins libvirt reports for a running domain: vcpu -> cpus, emulator -> cpus."""
+    from labctl.host.cpuset import format_cpuset
+
+    pins: dict[str, Any] = {"vcpus": {}, "emulator": None}
+    try:
+        for vcpu, cpumap in enumerate(dom.vcpuPinInfo(0)):
+            pins["vcpus"][vcpu] = format_cpuset({i for i, on in enumerate(cpumap) if on})
+        emulator = dom.emulatorPinInfo(0)
+        pins["emulator"] = format_cpuset({i for i, on in enumerate(emulator) if on})
+    except libvirt.libvirtError:
+        pass
+    return pins
+
+
+def ensure_network(uri: str, name: str = "default") -> bool:
+    """Start a libvirt network if it is inactive; True when labctl started it."""
+    conn = connect(uri)
+    try:
+        net = conn.networkLookupByName(name)
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"network {name}: {_message(exc)}") from None
+    if net.isActive():
+        return False
+    try:
+        net.create()
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"network {name} did not start: {_message(exc)}") from None
+    return True
+
+
+def stop_network(uri: str, name: str) -> None:
+    conn = connect(uri)
+    try:
+        net = conn.networkLookupByName(name)
+        if net.isActive():
+            net.destroy()
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() != libvirt.VIR_ERR_NO_NETWORK:
+            raise HypervisorError(f"network {name}: {_message(exc)}") from None

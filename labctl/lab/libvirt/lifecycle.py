@@ -1,0 +1,284 @@
+"""Bringing a libvirt lab up and down, and reporting what is up. The CLI and TUI call only this."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from labctl.lab.libvirt import hypervisor
+from labctl.lab.libvirt.domxml import RenderContext, render, serial_log, socket_path, tap_name
+from labctl.errors import HypervisorError, LabError, UserError
+from labctl.host.facts import kvm_status
+from labctl.lab.libvirt.negotiation import compare_nics
+from labctl.host.paths import log_dir, run_dir
+from labctl.signals import sigterm_raises
+from labctl.lab.pins import dpdk_worker_pins, pin_mismatches, qemu_pid, qemu_thread_pins, requested_pins
+from labctl.profile.load import LoadedProfile
+from labctl.profile.schema import Profile
+from labctl.lab.ledger import LabState, all_states, locked, teardown
+from labctl.lab.embedded.vswitch import start_recorded, vswitch_config, vswitch_testpmd
+
+QEMU_GROUP = "libvirt-qemu"  # Debian's qemu.conf runs QEMU as libvirt-qemu:libvirt-qemu
+
+
+@dataclass
+class UpResult:
+    name: str
+    domain: str
+    uri: str
+    domain_type: str
+    state: str
+    nics: list[dict[str, Any]] = field(default_factory=list)
+    pins: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    serial_log: str | None = None
+    boot_s: float | None = None
+    workload: dict[str, Any] | None = None  # the guest forwarder's final counters (workload mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def render_context(profile: Profile, uri: str, cmdline: str | None = None, appliance: Any = None) -> RenderContext:
+    kvm = kvm_status()
+    extra: dict[str, Any] = {}
+    if appliance is not None:
+        extra = {"kernel": str(appliance.kernel), "initrd": str(appliance.initrd)}
+    if cmdline is not None:
+        extra["cmdline"] = cmdline
+    return RenderContext(domain_type=hypervisor.domain_type_for(uri, kvm.usable), run_dir=run_dir(),
+                         log_dir=log_dir(), **extra)
+
+
+def render_profile(profile: Profile, uri: str | None = None) -> str:
+    return render(profile, render_context(profile, uri or profile.libvirt_uri))
+
+
+def _appliance_cmdline(profile: Profile, appliance: Any, mode: str) -> str:
+    from labctl.lab.libvirt.negotiation import nic_mac
+
+    macs = ",".join(nic_mac(profile, i) for i in range(len(profile.guest.nics)))
+    if mode == "verify":
+        return appliance.cmdline("verify", macs=macs)
+    w = profile.workload
+    queues = max(n.queues for n in profile.guest.nics)
+    return appliance.cmdline("workload", macs=macs, fwd=w.mode if w.mode != "noisy" else "io", burst=w.burst,
+                             rxd=w.rxd, txd=w.txd, rxq=queues, txq=queues, duration=int(w.duration_s))
+
+
+def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot_timeout_s: float = 300.0,
+       on_phase: Callable[[str], None] | None = None) -> UpResult:
+    """Define and start the guest; on a real hypervisor boot the appliance and report what it got."""
+    profile = loaded.profile
+    phase = on_phase or (lambda _p: None)
+    if profile.backend != "libvirt":
+        raise UserError(f"{loaded.source}: backend: embedded profiles have no domain to bring up "
+                        "(allowed: libvirt; use `labctl run` for embedded)")
+    if mode not in ("verify", "workload"):
+        raise UserError(f"--mode {mode}: not a boot mode (allowed: verify, workload)")
+    uri = uri or profile.libvirt_uri
+    real = not uri.startswith("test:")
+    appliance = None
+    if real:
+        from labctl.lab.libvirt.appliance import build as appliance_mod
+
+        appliance = appliance_mod.cached()
+        if appliance is None:
+            phase("building the workload appliance (first use; cached afterwards)")
+            appliance = appliance_mod.build()
+    ctx = render_context(profile, uri, _appliance_cmdline(profile, appliance, mode) if appliance else None, appliance)
+    xml = render(profile, ctx)
+    with sigterm_raises(), locked(profile.name) as state:
+        if state.find("domain") or hypervisor.lookup(uri, profile.domain_name) is not None:
+            raise UserError(f"{profile.name}: already up on {uri} (run `labctl down {loaded.source}` first)")
+        state.info.update({"profile": profile.name, "source": loaded.source, "uri": uri,
+                           "domain_type": ctx.domain_type, "pins_requested": requested_pins(profile),
+                           "mode": mode})
+        state.save()
+        try:
+            result = _create(state, profile, uri, xml, ctx, real, boot_timeout_s, phase)
+        except BaseException:
+            teardown(state)
+            raise
+    result.warnings = [w.render() for w in loaded.warnings] + result.warnings
+    if ctx.domain_type == "qemu":
+        result.warnings.append(f"KVM is not usable here ({kvm_status().reason}): the guest runs under TCG; "
+                               "its figures are functional, not representative")
+    return result
+
+
+def _create(state: LabState, profile: Profile, uri: str, xml: str, ctx: RenderContext, real: bool,
+            boot_timeout_s: float, phase: Callable[[str], None]) -> UpResult:
+    lab_run = ctx.run_dir / profile.name
+    state.record("dir", str(lab_run))
+    lab_run.mkdir(parents=True, exist_ok=True)
+    (ctx.log_dir / profile.name).mkdir(parents=True, exist_ok=True)
+    serial = serial_log(profile, ctx.log_dir)
+    serial.unlink(missing_ok=True)
+    vswitch_pid = None
+    if real:
+        if any(n.backend == "network" for n in profile.guest.nics):
+            state.record("network", "default", uri=uri, started=False)
+            if hypervisor.ensure_network(uri, "default"):
+                state.update(state.find("network")[0], started=True)
+            else:
+                state.forget(state.find("network")[0])  # it was running before labctl: not ours to stop
+        for index, nic in enumerate(profile.guest.nics):
+            if nic.backend == "tap":
+                state.record("tap", tap_name(profile, index))
+        if any(n.backend == "vhostuser" for n in profile.guest.nics):
+            phase("starting the vswitch (vhost-user servers)")
+            vswitch_pid = _start_vswitch(state, profile, ctx)
+    state.record("domain", profile.domain_name, uri=uri)
+    phase(f"defining and starting {profile.domain_name}")
+    started = time.monotonic()
+    dom = hypervisor.define_and_start(uri, xml)
+    pins: dict[str, Any] = {"requested": state.info["pins_requested"]}
+    if real:
+        pins["applied"] = read_applied_pins(profile.domain_name, dom, vswitch_pid)
+        state.info["pins_applied"] = pins["applied"]
+        state.save()
+        pins["mismatches"] = pin_mismatches(pins["requested"], pins["applied"])
+    result = UpResult(profile.name, profile.domain_name, uri, ctx.domain_type, hypervisor.domain_state(dom),
+                      pins=pins, serial_log=str(serial) if real else None)
+    if real:
+        phase(f"waiting for the guest's report on {serial}")
+        report = wait_for_report(serial, boot_timeout_s, dom)
+        result.boot_s = time.monotonic() - started
+        if report.errors:
+            result.warnings.extend(f"guest: {e.get('stage')}: {e.get('message')}" for e in report.errors)
+        result.nics = compare_nics(profile, report.nics)
+        final = report.final_stats
+        if final:
+            result.workload = final
+            state.info["workload"] = final
+        result.state = hypervisor.domain_state(dom)
+        state.info["nics"] = result.nics
+        state.save()
+    return result
+
+
+def _start_vswitch(state: LabState, profile: Profile, ctx: RenderContext) -> int:
+    """The host side of the vhost-user NICs; sockets handed to QEMU's group with mode 0660."""
+    import grp
+
+    nics = [i for i, n in enumerate(profile.guest.nics) if n.backend == "vhostuser"]
+    sockets = [socket_path(profile, i, ctx.run_dir) for i in nics]
+    for sock in sockets:
+        state.record("path", str(sock))
+    # verify: drain whatever the guest sends; workload: generate and sink traffic (flowgen)
+    mode = "flowgen" if state.info.get("mode") == "workload" else "rxonly"
+    vswitch = vswitch_testpmd(vswitch_config(profile, sockets, f"labctl-{profile.name}-vs", None),
+                              ctx.log_dir / profile.name / "vswitch.log", forward_mode=mode, stats_period_s=10)
+    pid = start_recorded(state, vswitch, daemon=True)  # outlives labctl; `labctl down` stops it
+    vswitch.wait_paths(sockets)
+    try:
+        gid = grp.getgrnam(QEMU_GROUP).gr_gid
+    except KeyError:
+        gid = None
+    for sock in sockets:
+        if gid is not None:
+            os.chown(sock, 0, gid)
+        os.chmod(sock, 0o660)
+    return pid
+
+
+def _vswitch_pid(state: LabState) -> int | None:
+    for resource in state.find("process"):
+        if resource.data.get("role") == "vswitch":
+            return int(resource.ident)
+    return None
+
+
+def read_applied_pins(domain: str, dom: Any, vswitch_pid: int | None) -> dict[str, Any]:
+    applied: dict[str, Any] = {"libvirt": hypervisor.domain_pins(dom)}
+    pid = qemu_pid(domain)
+    if pid:
+        applied["threads"] = qemu_thread_pins(pid)
+    if vswitch_pid:
+        applied["vswitch"] = dpdk_worker_pins("vswitch", vswitch_pid)
+    return applied
+
+
+def wait_for_report(serial: Path, timeout_s: float, dom: Any):
+    """Read the serial log until the appliance says LABCTL-DONE (or the domain stops)."""
+    from labctl.lab.libvirt.appliance.build import parse_console
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = serial.read_text(errors="replace") if serial.exists() else ""
+        report = parse_console(text)
+        if report.done:
+            return report
+        try:
+            active = dom.isActive()
+        except Exception:  # noqa: BLE001 - a vanished domain is "not active"
+            active = False
+        if not active:
+            text = serial.read_text(errors="replace") if serial.exists() else ""
+            report = parse_console(text)
+            if report.done or report.nics:
+                return report
+            raise HypervisorError(f"{dom.name()} stopped before reporting (serial log {serial})")
+        if time.monotonic() > deadline:
+            raise HypervisorError(f"{dom.name()}: no report within {timeout_s:.0f} s (serial log {serial})")
+        time.sleep(0.5)
+
+
+def down(name: str, uri: str | None = None) -> list[str]:
+    """Remove everything recorded for lab ``name``; a second call is a no-op. Returns what was removed."""
+    with locked(name) as state:
+        removed = [f"{r.kind} {r.ident}" for r in reversed(state.resources)]
+        failures = teardown(state)
+        uri = uri or state.info.get("uri")
+        if uri and hypervisor.lookup(uri, f"labctl-{name}") is not None:
+            # the state file was lost (or never written): the domain name still identifies it
+            hypervisor.remove_domain(uri, f"labctl-{name}")
+            removed.append(f"domain labctl-{name}")
+    if failures:
+        raise LabError(f"{name}: could not remove: {'; '.join(failures)}")
+    return removed
+
+
+def status(uri: str | None = None) -> list[dict[str, Any]]:
+    labs: dict[str, dict[str, Any]] = {}
+    for state in all_states():
+        lab_uri = state.info.get("uri")
+        entry = {"name": state.name, "uri": lab_uri, "domain": None, "state": "not defined",
+                 "resources": [{"kind": r.kind, "ident": r.ident} for r in state.resources]}
+        if lab_uri and state.find("domain"):
+            dom = hypervisor.lookup(lab_uri, f"labctl-{state.name}")
+            if dom is not None:
+                active = dom.isActive()
+                entry.update(domain=dom.name(), state=hypervisor.domain_state(dom),
+                             pins={"requested": state.info.get("pins_requested"),
+                                   "applied": (read_applied_pins(dom.name(), dom, _vswitch_pid(state)) if active
+                                               else state.info.get("pins_applied")),
+                                   "applied_source": "live threads" if active else "read at `labctl up`"},
+                             nics=state.info.get("nics", []))
+        labs[state.name] = entry
+    if uri:
+        for found in hypervisor.labctl_domains(uri):
+            if found["profile"] not in labs:
+                labs[found["profile"]] = {"name": found["profile"], "uri": uri, "domain": found["domain"],
+                                          "state": found["state"], "resources": [],
+                                          "note": "no state file: `labctl down` with its profile removes it"}
+    return sorted(labs.values(), key=lambda e: e["name"])
+
+
+def lab_name_of(target: str) -> str:
+    """`labctl down` accepts a profile file or a lab name (the profile's `name`)."""
+    from labctl.profile.rules import NAME_PATTERN
+
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        from labctl.profile.load import load_profile
+
+        return load_profile(path).profile.name
+    if not NAME_PATTERN.match(target):
+        raise UserError(f"{target}: neither a profile file nor a lab name (allowed: a-z, 0-9 and '-', "
+                        "as in a profile's name)")
+    return target

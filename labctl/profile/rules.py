@@ -1,0 +1,267 @@
+"""Every constraint on a lab profile, in one place, each with its reason and its source.
+
+A rule looks at a validated ``Profile`` (types already checked by ``labctl.profile.schema``) and the host's
+online CPUs, and yields ``Problem``s: errors stop the profile, warnings are printed and recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from labctl.host.cpuset import parse_cpuset
+from labctl.errors import Problem
+from labctl.profile.schema import Profile
+
+RING_SIZES = (256, 512, 1024)
+NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+URI_PATTERN = re.compile(r"^(qemu|test)(\+(ssh|tcp|tls|unix|libssh|libssh2))?://[A-Za-z0-9._@:\[\]-]*/[A-Za-z0-9._/-]*(\?[A-Za-z0-9._=&/-]*)?$")
+MAX_SWEEP_CONFIGS = 4096
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    reason: str
+    source: str
+    check: Callable[[Profile, frozenset[int]], Iterable[Problem]]
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, reason: str, source: str):
+    def register(func: Callable[[Profile, frozenset[int]], Iterable[Problem]]):
+        RULES.append(Rule(rule_id, reason, source, func))
+        return func
+
+    return register
+
+
+def _err(path: str, message: str) -> Problem:
+    return Problem(path, message)
+
+
+def _warn(path: str, message: str) -> Problem:
+    return Problem(path, message, severity="warning")
+
+
+def _range(path: str, value: int | float, low: int | float, high: int | float, unit: str = "") -> Iterator[Problem]:
+    if not low <= value <= high:
+        yield _err(path, f"{value}{unit} is out of range (allowed: {low}..{high}{unit})")
+
+
+@rule("name", "The name becomes a libvirt domain name, file names under /run/labctl and XML text: "
+      "lowercase letters, digits and '-' cannot break any of them.", "DESIGN.md conventions")
+def _name(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    if not NAME_PATTERN.match(p.name):
+        shown = p.name if len(p.name) <= 40 else p.name[:37] + "..."
+        yield _err("name", f"{shown!r} is not allowed (allowed: 1-40 of a-z, 0-9 and '-', "
+                           "starting and ending with a letter or digit)")
+
+
+@rule("uri", "Only the libvirt backend talks to libvirt; a URI is a plain libvirt URI without spaces "
+      "or shell characters.", "libvirt URI format (https://libvirt.org/uri.html)")
+def _uri(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    if p.uri is None:
+        return
+    if p.backend != "libvirt":
+        yield _err("uri", "only the libvirt backend takes a uri (allowed: leave it out for embedded)")
+    elif not URI_PATTERN.match(p.uri):
+        yield _err("uri", f"{p.uri[:60]!r} is not a libvirt URI (allowed: qemu:///system, qemu:///session, "
+                          "test:///default, qemu+ssh://host/system)")
+
+
+@rule("guest-size", "A guest needs at least one vCPU and enough memory for the DPDK forwarder; "
+      "hugepage-backed memory comes in whole 2 MiB pages.", "QEMU -smp/-m, DPDK EAL memory")
+def _guest_size(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    yield from _range("guest.vcpus", p.guest.vcpus, 1, 64)
+    yield from _range("guest.memory_mib", p.guest.memory_mib, 256, 262144, " MiB")
+    if p.guest.hugepages and p.guest.memory_mib % 2:
+        yield _err("guest.memory_mib", f"{p.guest.memory_mib} is not a multiple of 2 MiB "
+                                       "(allowed: even values when hugepages is true)")
+
+
+@rule("nic-count", "The forwarding workload needs one or two ports (io/mac forward between two, or "
+      "back out of one); more NICs are allowed for provisioning.", "testpmd port topology")
+def _nic_count(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    yield from _range("guest.nics", len(p.guest.nics), 1, 8, " NICs")
+
+
+@rule("queues", "virtio-net supports 1..256 queue pairs; a Linux guest enables min(queues, vcpus), so "
+      "extra queues are wasted.", "virtio spec 5.1.4 (max_virtqueue_pairs), Linux virtio_net.c")
+def _queues(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    for i, nic in enumerate(p.guest.nics):
+        path = f"guest.nics.{i}.queues"
+        if not 1 <= nic.queues <= 256:
+            yield _err(path, f"{nic.queues} is out of range (allowed: 1..256)")
+        elif nic.queues > p.guest.vcpus:
+            yield _warn(path, f"{nic.queues} queues on {p.guest.vcpus} vCPUs: a kernel guest enables only "
+                              f"{p.guest.vcpus} (min(queues, vcpus))")
+
+
+@rule("ring-size", "QEMU accepts virtio-net ring sizes that are powers of two from 256 to 1024.",
+      "QEMU hw/net/virtio-net.c (VIRTIO_NET_RX_QUEUE_MIN_SIZE, VIRTQUEUE_MAX_SIZE)")
+def _ring_size(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    for i, nic in enumerate(p.guest.nics):
+        for field in ("rx_queue_size", "tx_queue_size"):
+            value = getattr(nic, field)
+            if value not in RING_SIZES:
+                yield _err(f"guest.nics.{i}.{field}", f"{value} is not allowed (allowed: 256, 512, 1024)")
+
+
+@rule("tx-ring-backend", "QEMU caps tx_queue_size at 256 unless the backend is vhost-user; tap, network "
+      "and user backends give a 256-entry tx ring in the guest.",
+      "QEMU virtio_net_max_tx_queue_size(); seen in the guest on these machines")
+def _tx_ring_backend(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    for i, nic in enumerate(p.guest.nics):
+        if nic.tx_queue_size > 256 and nic.backend != "vhostuser":
+            yield _err(f"guest.nics.{i}.tx_queue_size",
+                       f"{nic.tx_queue_size} needs backend vhostuser; QEMU caps {nic.backend} at 256 (allowed: 256)")
+
+
+@rule("embedded-backend", "The embedded lab connects DPDK virtio_user ports to the vswitch over vhost-user; "
+      "it has no tap or libvirt network.", "DPDK net_virtio_user")
+def _embedded_backend(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    if p.backend != "embedded":
+        return
+    for i, nic in enumerate(p.guest.nics):
+        if nic.backend != "vhostuser":
+            yield _err(f"guest.nics.{i}.backend", f"{nic.backend} cannot run in the embedded lab (allowed: vhostuser)")
+
+
+@rule("pinning", "vcpupin names a vCPU of this guest, and every pinned cpuset must name online host CPUs, "
+      "or libvirt refuses to start the domain.", "libvirt formatdomain.html#cpu-tuning")
+def _pinning(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    pin = p.guest.pinning
+    entries: list[tuple[str, str]] = [(f"guest.pinning.vcpus.{k}", v) for k, v in pin.vcpus.items()]
+    for index in pin.vcpus:
+        if not 0 <= index < p.guest.vcpus:
+            yield _err(f"guest.pinning.vcpus.{index}",
+                       f"vCPU {index} does not exist (allowed: 0..{p.guest.vcpus - 1})")
+    for field in ("emulator", "vhost"):
+        value = getattr(pin, field)
+        if value is not None:
+            entries.append((f"guest.pinning.{field}", value))
+    online = ",".join(map(str, sorted(cpus)))
+    for path, text in entries:
+        try:
+            chosen = parse_cpuset(text)
+        except ValueError as exc:
+            yield _err(path, str(exc))
+            continue
+        missing = sorted(chosen - cpus)
+        if missing:
+            yield _err(path, f"host CPU {','.join(map(str, missing))} is not online (allowed: {online})")
+
+
+@rule("shared-poller", "A vswitch PMD core and a vCPU that polls (DPDK in the guest) on the same host CPU "
+      "take turns instead of running: the measured rate then reflects the scheduler, not virtio.",
+      "DPDK PMD busy polling; OVS-DPDK pmd-cpu-mask guidance")
+def _shared_poller(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    pin = p.guest.pinning
+    if pin.vhost is None or not pin.vcpus:
+        return
+    try:
+        pmd = parse_cpuset(pin.vhost)
+        shared = set()
+        for text in pin.vcpus.values():
+            shared |= pmd & parse_cpuset(text)
+    except ValueError:
+        return  # reported by the pinning rule
+    if shared:
+        yield _warn("guest.pinning.vhost", f"host CPU {','.join(map(str, sorted(shared)))} runs both a vswitch PMD "
+                                           "and a guest vCPU: two busy pollers share a core")
+
+
+@rule("workload", "testpmd bursts are 1..512 packets (MAX_PKT_BURST); descriptor counts are powers of two "
+      "the PMDs accept; frames are 64..1518 bytes without jumbo support.", "DPDK app/test-pmd/testpmd.h")
+def _workload(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    w = p.workload
+    yield from _range("workload.burst", w.burst, 1, 512)
+    yield from _range("workload.packet_size", w.packet_size, 64, 1518, " bytes")
+    for field in ("rxd", "txd"):
+        value = getattr(w, field)
+        if value < 64 or value > 4096 or value & (value - 1):
+            yield _err(f"workload.{field}", f"{value} is not allowed (allowed: powers of two 64..4096)")
+    yield from _range("workload.duration_s", w.duration_s, 1, 3600, " s")
+    yield from _range("workload.warmup_s", w.warmup_s, 0, 600, " s")
+    if w.burst > w.rxd:
+        yield _warn("workload.burst", f"burst {w.burst} is larger than rxd {w.rxd}: a receive never fills a burst")
+    n = w.noisy
+    for field in ("tx_sw_bufsz", "tx_sw_buf_flushtime", "lkup_memory_mib", "lkup_num_reads",
+                  "lkup_num_writes", "lkup_num_reads_writes"):
+        value = getattr(n, field)
+        if not 0 <= value <= 1_000_000:
+            yield _err(f"workload.noisy.{field}", f"{value} is out of range (allowed: 0..1000000)")
+    if n.lkup_memory_mib > 4096:
+        yield _err("workload.noisy.lkup_memory_mib", f"{n.lkup_memory_mib} MiB is out of range (allowed: 0..4096)")
+    if w.mode != "noisy" and n != type(n)():
+        yield _warn("workload.noisy", f"noisy settings have no effect in mode {w.mode} (they apply to mode noisy)")
+
+
+@rule("repeat", "Repeats give the noise estimate every comparison needs; more than 100 is a typo.",
+      "labctl report statistics")
+def _repeat(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    yield from _range("repeat", p.repeat, 1, 100)
+
+
+def check_profile(profile: Profile, cpus: frozenset[int], with_sweep: bool = True) -> list[Problem]:
+    """Run every rule; with_sweep also validates every configuration of the sweep matrix."""
+    problems: list[Problem] = []
+    for item in RULES:
+        problems.extend(item.check(profile, cpus))
+    if with_sweep and profile.sweep:
+        problems.extend(_check_sweep(profile, cpus))
+    return problems
+
+
+def _check_sweep(profile: Profile, cpus: frozenset[int]) -> list[Problem]:
+    from labctl.profile.knobs import crossed, with_knobs
+    from labctl.errors import KnobError
+    from labctl.profile.schema import Profile as ProfileModel
+    from pydantic import ValidationError
+
+    problems: list[Problem] = []
+    total = 1
+    for knob, values in profile.sweep.items():
+        path = f"sweep.{knob}"
+        if not values:
+            problems.append(_err(path, "an empty list of values (allowed: one or more values)"))
+        if len(values) != len(set(map(repr, values))):
+            problems.append(_err(path, "a value appears twice"))
+        total *= max(len(values), 1)
+    if total > MAX_SWEEP_CONFIGS:
+        problems.append(_err("sweep", f"{total} configurations (allowed: at most {MAX_SWEEP_CONFIGS})"))
+    if problems:
+        return problems
+    base = profile.model_dump()
+    seen: set[str] = set()
+    for knobs in crossed(profile.sweep):
+        try:
+            data = with_knobs(base, knobs)
+            candidate = ProfileModel.model_validate(data)
+        except KnobError as exc:
+            message = str(exc)
+            knob = message.split(":", 1)[0]
+            problems.append(_err(f"sweep.{knob}", message.split(": ", 1)[-1]))
+            break
+        except ValidationError as exc:
+            for error in exc.errors():
+                loc = ".".join(str(x) for x in error["loc"])
+                knob = next((k for k in knobs if loc.startswith(k.replace("*", "0")) or k.endswith(loc)), loc)
+                key = f"{knob}:{error['msg']}"
+                if key not in seen:
+                    seen.add(key)
+                    problems.append(_err(f"sweep.{knob}", f"value {knobs.get(knob)!r}: {error['msg']}"))
+            continue
+        setting = ", ".join(f"{k}={v}" for k, v in knobs.items())
+        for problem in check_profile(candidate, cpus, with_sweep=False):
+            if problem.severity != "error":
+                continue
+            key = f"{problem.path}:{problem.message}"
+            if key not in seen:
+                seen.add(key)
+                problems.append(_err(f"sweep ({setting}) {problem.path}", problem.message))
+    return problems

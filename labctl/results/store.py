@@ -1,0 +1,662 @@
+"""The SQLite result store: runs, their planned trials, and every finished trial.
+
+One file (default ``./labctl.db``), stdlib ``sqlite3``, WAL mode, a busy timeout so a reader (the TUI,
+a report) and the sweep writer can share it. Every trial is committed the moment it is added
+(``synchronous=FULL``): a ``kill -9`` of the sweep right after :meth:`Store.add_trial` returns loses
+nothing.
+
+Trials are stored as :class:`labctl.results.record.TrialRecord` (declared once in ``record.py``); the store
+splits a record into normalised rows and rebuilds an equal record on the way out:
+
+=============  =============================================================================
+runs           id, profile_name, profile_json, plan_json, created_at, finished_at, status, host
+configs        id, config_key UNIQUE, config_json (every knob, flattened dotted paths)
+environments   id, fingerprint UNIQUE, env_json
+trials         id, run_id, config_id, env_id, repeat_index, seq (plan position), status,
+               error, metrics_json, details_json, started_at, finished_at
+warnings       id, trial_id, position, text
+metrics        trial_id, name, value  (v2: one row per scalar metric, for per-metric queries;
+               dict metrics appear as ``drops.<cause>``, ``cpu.<role>``, ``queue_shares.<q>``)
+trial_metrics  view: metrics joined with trial status, run, config key, host and accel
+=============  =============================================================================
+
+The schema version is ``PRAGMA user_version``; :data:`MIGRATIONS` are applied in order on open, each in
+its own transaction, so an older store is brought up to date and a newer one is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import socket
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, get_origin
+
+from labctl.errors import StoreError, UserError
+from labctl.host.paths import can_create
+from labctl.results.record import Environment, Metrics, TrialRecord
+
+DEFAULT_PATH = Path("labctl.db")
+
+TRIAL_STATUSES = ("ok", "failed", "aborted", "pending")
+RUN_STATUSES = ("running", "finished", "failed", "aborted", "imported")
+DONE_STATUSES = ("ok", "failed")  # a plan entry with a trial in one of these is not re-run by --resume
+
+# Top-level Metrics fields that hold one number (the dict fields are flattened with a dotted prefix).
+SCALAR_METRICS: tuple[str, ...] = tuple(
+    name for name, field in Metrics.model_fields.items() if get_origin(field.annotation) is not dict
+)
+DICT_METRICS: tuple[str, ...] = tuple(n for n in Metrics.model_fields if n not in SCALAR_METRICS)
+
+
+THIS_HOST: Any = object()  # create_run(host=THIS_HOST): the machine running labctl
+
+
+class NotAStoreError(UserError):
+    """--db names a file that is not a labctl result store."""
+
+
+class UnknownRunError(UserError):
+    """The user named a run id that the store does not hold."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema and migrations
+
+_V1 = """
+CREATE TABLE runs (
+    id            INTEGER PRIMARY KEY,
+    profile_name  TEXT NOT NULL,
+    profile_json  TEXT NOT NULL,
+    plan_json     TEXT NOT NULL DEFAULT '[]',
+    created_at    REAL NOT NULL,
+    finished_at   REAL,
+    status        TEXT NOT NULL DEFAULT 'running'
+                  CHECK (status IN ('running', 'finished', 'failed', 'aborted', 'imported')),
+    host          TEXT
+);
+CREATE TABLE configs (
+    id            INTEGER PRIMARY KEY,
+    config_key    TEXT NOT NULL UNIQUE,
+    config_json   TEXT NOT NULL
+);
+CREATE TABLE environments (
+    id            INTEGER PRIMARY KEY,
+    fingerprint   TEXT NOT NULL UNIQUE,
+    env_json      TEXT NOT NULL
+);
+CREATE TABLE trials (
+    id            INTEGER PRIMARY KEY,
+    run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    config_id     INTEGER NOT NULL REFERENCES configs(id),
+    env_id        INTEGER NOT NULL REFERENCES environments(id),
+    repeat_index  INTEGER NOT NULL DEFAULT 0,
+    seq           INTEGER,
+    status        TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'aborted', 'pending')),
+    error         TEXT,
+    metrics_json  TEXT NOT NULL DEFAULT '{}',
+    details_json  TEXT NOT NULL DEFAULT '{}',
+    started_at    REAL,
+    finished_at   REAL
+);
+CREATE INDEX trials_run_seq ON trials(run_id, seq);
+CREATE INDEX trials_config ON trials(config_id);
+CREATE TABLE warnings (
+    id            INTEGER PRIMARY KEY,
+    trial_id      INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    position      INTEGER NOT NULL,
+    text          TEXT NOT NULL
+);
+CREATE INDEX warnings_trial ON warnings(trial_id, position);
+"""
+
+_V2 = """
+CREATE TABLE metrics (
+    trial_id      INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    name          TEXT NOT NULL,
+    value         REAL NOT NULL,
+    PRIMARY KEY (trial_id, name)
+) WITHOUT ROWID;
+CREATE INDEX metrics_name_value ON metrics(name, value);
+CREATE VIEW trial_metrics AS
+    SELECT m.trial_id, t.run_id, t.seq, t.repeat_index, t.status, c.config_key,
+           json_extract(e.env_json, '$.host') AS host, json_extract(e.env_json, '$.accel') AS accel,
+           m.name, m.value
+    FROM metrics m
+    JOIN trials t ON t.id = m.trial_id
+    JOIN configs c ON c.id = t.config_id
+    JOIN environments e ON e.id = t.env_id;
+"""
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    for statement in _split(_V1):
+        conn.execute(statement)
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """Add the per-metric table and view, and fill them from the trials already stored."""
+    for statement in _split(_V2):
+        conn.execute(statement)
+    rows = conn.execute("SELECT id, metrics_json FROM trials").fetchall()
+    for trial_id, metrics_json in rows:
+        metrics = Metrics.model_validate(json.loads(metrics_json))
+        _insert_metrics(conn, trial_id, metrics)
+
+
+#: Applied in order; after step ``i`` (0-based) the schema version is ``i + 1``. Append, never edit.
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _split(script: str) -> list[str]:
+    """Split a DDL script into statements (``executescript`` would commit behind our back)."""
+    statements, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statements.append("\n".join(current).strip())
+            current = []
+    return [s for s in statements if s]
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers shared with interchange and reports
+
+
+def metric_items(metrics: Metrics) -> dict[str, float]:
+    """Every numeric metric of a trial as ``name -> value``: the scalar fields that are set, then the
+    dict fields flattened (``drops.ring_full``, ``cpu.vswitch_pmd``, ``queue_shares.guest.port0.rxq1``).
+    Booleans and non-finite values are left out."""
+    out: dict[str, float] = {}
+    for name in SCALAR_METRICS:
+        value = getattr(metrics, name)
+        if _is_number(value):
+            out[name] = value
+    for name in DICT_METRICS:
+        for key, value in getattr(metrics, name).items():
+            if _is_number(value):
+                out[f"{name}.{key}"] = value
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def env_fingerprint(env: Environment) -> str:
+    """A stable identity for an environment (same fields and values -> same fingerprint)."""
+    text = json.dumps(env.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _json_default(obj: Any) -> Any:
+    # numpy scalars and arrays (details often hold them), sets; anything else is a programming error
+    if hasattr(obj, "item") and callable(obj.item):
+        return obj.item()
+    if hasattr(obj, "tolist") and callable(obj.tolist):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=repr)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def _dumps(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store {what}: {exc}") from exc
+
+
+def _insert_metrics(conn: sqlite3.Connection, trial_id: int, metrics: Metrics) -> None:
+    conn.executemany(
+        "INSERT INTO metrics (trial_id, name, value) VALUES (?, ?, ?)",
+        [(trial_id, name, float(value)) for name, value in metric_items(metrics).items()],
+    )
+
+
+def _status_filter(status: str | Iterable[str] | None) -> tuple[str, ...] | None:
+    if status is None:
+        return None
+    wanted = (status,) if isinstance(status, str) else tuple(status)
+    unknown = [s for s in wanted if s not in TRIAL_STATUSES]
+    if unknown:
+        raise ValueError(f"unknown trial status {unknown[0]!r} (one of {', '.join(TRIAL_STATUSES)})")
+    return wanted
+
+
+# --------------------------------------------------------------------------------------------------
+# The store
+
+
+class Store:
+    """The result store. Use as a context manager, or call :meth:`close`.
+
+    Every public write commits before it returns, unless it runs inside :meth:`transaction`, in which
+    case the whole block commits (or rolls back) at once.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_PATH, *, timeout_s: float = 5.0):
+        self.path = Path(path)
+        self._depth = 0
+        try:
+            self._conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: cannot open the result store: {exc}") from exc
+        try:
+            self._check_is_store()
+            with self._errors("open"):
+                self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+                self._conn.execute("PRAGMA foreign_keys = ON")
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = FULL")
+            self._upgrade()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @classmethod
+    def check_usable(cls, path: str | Path) -> None:
+        """Raise the error opening ``path`` would raise, without creating anything: an existing file must
+        be a labctl store; a new one needs an existing, writable directory."""
+        path = Path(path)
+        if path.exists():
+            cls(path).close()
+            return
+        if not can_create(path):
+            raise UserError(f"--db {path}: {path.parent} is not a writable directory "
+                            "(allowed: a store made by labctl, or a new file in a writable directory)")
+
+    def _check_is_store(self) -> None:
+        """Refuse a file that is not a labctl store before changing anything in it (journal mode)."""
+        try:
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            tables = self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise NotAStoreError(f"--db {self.path}: not a labctl result store ({exc}) "
+                                 "(allowed: a store made by labctl sweep/import, or a new file)") from None
+        if version == 0 and tables:
+            raise NotAStoreError(f"--db {self.path}: not a labctl result store (it holds tables "
+                                 f"{', '.join(t[0] for t in tables[:5])}) (allowed: a store made by labctl, "
+                                 "or a new file)")
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {doing}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``); nested uses join the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self._conn
+            finally:
+                self._depth -= 1
+            return
+        with self._errors("begin"):
+            self._conn.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield self._conn
+        except BaseException:
+            self._depth = 0
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: commit: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Several reads that must see one consistent state (a writer may commit in between)."""
+        if self._depth:
+            yield
+            return
+        with self._errors("begin a read"):
+            self._conn.execute("BEGIN DEFERRED")
+        self._depth = 1
+        try:
+            yield
+        finally:
+            self._depth = 0
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("COMMIT")
+
+    @property
+    def schema_version(self) -> int:
+        with self._errors("read the schema version"):
+            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _upgrade(self) -> None:
+        version = self.schema_version
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: the store has schema version {version}, newer than this labctl "
+                f"understands ({SCHEMA_VERSION}); upgrade labctl or use another --db"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with self._errors("migrate"):
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                # re-read under the write lock: another process may have migrated meanwhile
+                version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+                if version == 0:
+                    tables = self._conn.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                    ).fetchall()
+                    if tables:
+                        raise StoreError(
+                            f"{self.path}: not a labctl result store (it holds tables "
+                            f"{', '.join(t[0] for t in tables[:5])} but no schema version)"
+                        )
+                for step in range(version, SCHEMA_VERSION):
+                    MIGRATIONS[step](self._conn)
+                    self._conn.execute(f"PRAGMA user_version = {step + 1}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        profile_name: str,
+        profile_data: dict[str, Any],
+        plan: list[dict[str, Any]],
+        *,
+        host: str | None = THIS_HOST,
+        status: str = "running",
+    ) -> int:
+        """Record a new run and its plan, ``[{"seq": i, "config": {...}, "repeat_index": r}, ...]``.
+        ``host`` defaults to this machine's name (``None``: unknown or several)."""
+        seqs: set[int] = set()
+        for entry in plan:
+            if not isinstance(entry, dict) or not isinstance(entry.get("seq"), int):
+                raise ValueError(f"plan entry {entry!r} has no integer 'seq'")
+            if not isinstance(entry.get("config"), dict):
+                raise ValueError(f"plan entry {entry['seq']} has no 'config' dict")
+            if entry["seq"] in seqs:
+                raise ValueError(f"plan entry seq {entry['seq']} appears twice")
+            seqs.add(entry["seq"])
+        if status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {status!r} (one of {', '.join(RUN_STATUSES)})")
+        profile_json = _dumps(profile_data, "the profile")
+        plan_json = _dumps(plan, "the plan")
+        now = time.time()
+        with self.transaction() as conn, self._errors("create a run"):
+            cursor = conn.execute(
+                "INSERT INTO runs (profile_name, profile_json, plan_json, created_at, status, host, finished_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    profile_name,
+                    profile_json,
+                    plan_json,
+                    now,
+                    status,
+                    socket.gethostname() if host is THIS_HOST else host,
+                    None if status == "running" else now,
+                ),
+            )
+            return int(cursor.lastrowid)
+
+    def finish_run(self, run_id: int, status: str = "finished") -> None:
+        """Close a run: ``finished``, ``failed``, ``aborted`` (interrupted; resumable) or ``imported``."""
+        if status not in RUN_STATUSES or status == "running":
+            raise ValueError(f"a run finishes as one of {', '.join(RUN_STATUSES[1:])}, not {status!r}")
+        self._set_run_status(run_id, status, time.time())
+
+    def reopen_run(self, run_id: int) -> None:
+        """Mark a run running again (``--resume``)."""
+        self._set_run_status(run_id, "running", None)
+
+    def _set_run_status(self, run_id: int, status: str, finished_at: float | None) -> None:
+        with self.transaction() as conn, self._errors("update a run"):
+            cursor = conn.execute(
+                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, finished_at, run_id)
+            )
+            if cursor.rowcount == 0:
+                raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run, oldest first, with its trial counts per status and the planned count."""
+        with self._errors("list runs"):
+            rows = self._conn.execute(
+                "SELECT r.id, r.profile_name, r.status, r.host, r.created_at, r.finished_at,"
+                " json_array_length(r.plan_json),"
+                " SUM(t.status = 'ok'), SUM(t.status = 'failed'), SUM(t.status = 'aborted'),"
+                " SUM(t.status = 'pending')"
+                " FROM runs r LEFT JOIN trials t ON t.run_id = r.id GROUP BY r.id ORDER BY r.id"
+            ).fetchall()
+        keys = ("id", "profile_name", "status", "host", "created_at", "finished_at", "planned",
+                "ok", "failed", "aborted", "pending")  # fmt: skip
+        return [{k: (v or 0) if k in keys[6:] else v for k, v in zip(keys, row)} for row in rows]
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        """One run with its profile data and plan."""
+        with self._errors("read a run"):
+            row = self._conn.execute(
+                "SELECT id, profile_name, profile_json, plan_json, created_at, finished_at, status, host"
+                " FROM runs WHERE id = ?",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+        return {
+            "id": row[0],
+            "profile_name": row[1],
+            "profile": json.loads(row[2]),
+            "plan": json.loads(row[3]),
+            "created_at": row[4],
+            "finished_at": row[5],
+            "status": row[6],
+            "host": row[7],
+        }
+
+    def plan(self, run_id: int) -> list[dict[str, Any]]:
+        return self.run(run_id)["plan"]
+
+    def latest_run_id(self) -> int | None:
+        with self._errors("find the latest run"):
+            row = self._conn.execute("SELECT MAX(id) FROM runs").fetchone()
+        return row[0]
+
+    # -- trials --------------------------------------------------------------------------------------
+
+    def add_trial(self, record: TrialRecord, seq: int | None = None) -> int:
+        """Store one trial of ``record.run_id`` and commit it at once; returns the trial id.
+
+        ``seq`` is the plan position the trial carries out. If the run holds a ``pending`` trial for
+        that ``seq`` (written before the trial started), that row is completed in place and keeps its id.
+        """
+        if record.run_id is None:
+            raise ValueError("add_trial: the record has no run_id")
+        metrics_json = _dumps(record.metrics.model_dump(exclude_defaults=True), "the metrics")
+        details_json = _dumps(record.details, "the trial details")
+        config_json = _dumps(record.config, "the config")
+        env_json = json.dumps(record.env.model_dump(mode="json"))
+        with self.transaction() as conn, self._errors("store a trial"):
+            run = conn.execute("SELECT plan_json FROM runs WHERE id = ?", (record.run_id,)).fetchone()
+            if run is None:
+                raise UnknownRunError(f"run {record.run_id}: no such run in {self.path}")
+            if seq is not None and seq not in {e["seq"] for e in json.loads(run[0])}:
+                raise ValueError(f"add_trial: run {record.run_id} has no plan entry with seq {seq}")
+            config_id = self._intern(conn, "configs", "config_key", record.config_key, "config_json", config_json)
+            env_id = self._intern(
+                conn, "environments", "fingerprint", env_fingerprint(record.env), "env_json", env_json
+            )
+            values = (
+                config_id, env_id, record.repeat_index, seq, record.status, record.error,
+                metrics_json, details_json, record.started_at, record.finished_at,
+            )  # fmt: skip
+            pending = None
+            if seq is not None:
+                pending = conn.execute(
+                    "SELECT id FROM trials WHERE run_id = ? AND seq = ? AND status = 'pending' ORDER BY id LIMIT 1",
+                    (record.run_id, seq),
+                ).fetchone()
+            if pending is not None:
+                trial_id = int(pending[0])
+                conn.execute(
+                    "UPDATE trials SET config_id = ?, env_id = ?, repeat_index = ?, seq = ?, status = ?,"
+                    " error = ?, metrics_json = ?, details_json = ?, started_at = ?, finished_at = ?"
+                    " WHERE id = ?",
+                    (*values, trial_id),
+                )
+                conn.execute("DELETE FROM warnings WHERE trial_id = ?", (trial_id,))
+                conn.execute("DELETE FROM metrics WHERE trial_id = ?", (trial_id,))
+            else:
+                cursor = conn.execute(
+                    "INSERT INTO trials (config_id, env_id, repeat_index, seq, status, error, metrics_json,"
+                    " details_json, started_at, finished_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*values, record.run_id),
+                )
+                trial_id = int(cursor.lastrowid)
+            conn.executemany(
+                "INSERT INTO warnings (trial_id, position, text) VALUES (?, ?, ?)",
+                [(trial_id, i, text) for i, text in enumerate(record.warnings)],
+            )
+            _insert_metrics(conn, trial_id, record.metrics)
+        return trial_id
+
+    @staticmethod
+    def _intern(conn: sqlite3.Connection, table: str, key_col: str, key: str, json_col: str, text: str) -> int:
+        conn.execute(f"INSERT OR IGNORE INTO {table} ({key_col}, {json_col}) VALUES (?, ?)", (key, text))
+        return int(conn.execute(f"SELECT id FROM {table} WHERE {key_col} = ?", (key,)).fetchone()[0])
+
+    def mark_aborted(self, run_id: int, seq: int | None = None, error: str = "interrupted") -> int:
+        """Record an interruption: the run's ``pending`` trials (all, or only ``seq``'s) become
+        ``aborted`` with ``error``. If ``seq`` names a plan entry that has no trial at all, an aborted
+        trial is written for it from the plan. Returns how many trials were marked. ``--resume``
+        re-runs aborted entries. (The run itself is closed with ``finish_run(run_id, "aborted")``.)"""
+        with self.transaction() as conn, self._errors("mark trials aborted"):
+            plan = self.plan(run_id)
+            where, args = "run_id = ? AND status = 'pending'", [run_id]
+            if seq is not None:
+                where, args = where + " AND seq = ?", [run_id, seq]
+            now = time.time()
+            marked = conn.execute(
+                f"UPDATE trials SET status = 'aborted', error = ?, finished_at = COALESCE(finished_at, ?)"
+                f" WHERE {where}",
+                (error, now, *args),
+            ).rowcount
+            if seq is not None and marked == 0:
+                entry = next((e for e in plan if e["seq"] == seq), None)
+                if entry is None:
+                    raise ValueError(f"mark_aborted: run {run_id} has no plan entry with seq {seq}")
+                exists = conn.execute("SELECT 1 FROM trials WHERE run_id = ? AND seq = ?", (run_id, seq)).fetchone()
+                if exists is None:
+                    record = TrialRecord(
+                        run_id=run_id,
+                        config=entry["config"],
+                        repeat_index=entry.get("repeat_index", 0),
+                        status="aborted",
+                        error=error,
+                        finished_at=now,
+                    )
+                    self.add_trial(record, seq=seq)
+                    marked = 1
+        return marked
+
+    def finished_seqs(self, run_id: int) -> set[int]:
+        """Plan positions that have a trial with status ok or failed (done; not re-run by --resume)."""
+        with self._errors("read finished trials"):
+            rows = self._conn.execute(
+                "SELECT DISTINCT seq FROM trials WHERE run_id = ? AND seq IS NOT NULL AND status IN (?, ?)",
+                (run_id, *DONE_STATUSES),
+            ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    def missing_plan(self, run_id: int) -> list[dict[str, Any]]:
+        """The plan entries still to run for ``--resume``, in plan order (aborted and pending included)."""
+        with self._snapshot():
+            done = self.finished_seqs(run_id)
+            return [entry for entry in self.plan(run_id) if entry["seq"] not in done]
+
+    def trials(
+        self,
+        run_id: int | None = None,
+        status: str | Iterable[str] | None = "ok",
+        *,
+        config_key: str | None = None,
+    ) -> list[TrialRecord]:
+        """Stored trials as records (with ``id`` and ``run_id``), in the order they were stored.
+        ``status=None`` returns every status."""
+        statuses = _status_filter(status)
+        where, args = [], []
+        if run_id is not None:
+            where.append("t.run_id = ?")
+            args.append(run_id)
+        if statuses is not None:
+            where.append(f"t.status IN ({', '.join('?' for _ in statuses)})")
+            args.extend(statuses)
+        if config_key is not None:
+            where.append("c.config_key = ?")
+            args.append(config_key)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        joins = " FROM trials t JOIN configs c ON c.id = t.config_id JOIN environments e ON e.id = t.env_id"
+        with self._snapshot(), self._errors("read trials"):
+            rows = self._conn.execute(
+                "SELECT t.id, t.run_id, t.repeat_index, t.status, t.error, t.metrics_json, t.details_json,"
+                " t.started_at, t.finished_at, c.config_json, e.env_json" + joins + clause + " ORDER BY t.id",
+                args,
+            ).fetchall()
+            warnings: dict[int, list[str]] = {}
+            for trial_id, text in self._conn.execute(
+                "SELECT w.trial_id, w.text FROM warnings w JOIN trials t ON t.id = w.trial_id"
+                " JOIN configs c ON c.id = t.config_id" + clause + " ORDER BY w.trial_id, w.position",
+                args,
+            ):
+                warnings.setdefault(trial_id, []).append(text)
+        records = []
+        for row in rows:
+            try:
+                records.append(
+                    TrialRecord.model_validate(
+                        {
+                            "id": row[0],
+                            "run_id": row[1],
+                            "repeat_index": row[2],
+                            "status": row[3],
+                            "error": row[4],
+                            "metrics": json.loads(row[5]),
+                            "details": json.loads(row[6]),
+                            "started_at": row[7],
+                            "finished_at": row[8],
+                            "config": json.loads(row[9]),
+                            "env": json.loads(row[10]),
+                            "warnings": warnings.get(row[0], []),
+                        }
+                    )
+                )
+            except ValueError as exc:  # json.JSONDecodeError and pydantic.ValidationError
+                raise StoreError(f"{self.path}: trial {row[0]} cannot be read back: {exc}") from exc
+        return records
