@@ -34,19 +34,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from labctl import platform
 from labctl.host.cpuset import format_cpuset
 from labctl.errors import PlanError
 from labctl.host.facts import HostFacts
 from labctl.profile.knobs import with_knobs
-from labctl.profile.rules import RING_SIZES
 from labctl.profile.schema import Profile
 from labctl.dpdk.testpmd import mbuf_budget
 
 __all__ = ["Setting", "Plan", "pinning_plan", "apply_plan", "HUGEPAGE_2M_KIB"]
 
 HUGEPAGE_2M_KIB = 2048
-MAX_RING = max(RING_SIZES)
-TX_RING_CAP = 256
+MAX_RING = max(platform.RING_SIZES)
+TX_RING_CAP = platform.TX_RING_CAP
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from labctl import platform
 from labctl.host.cpuset import format_cpuset, parse_cpuset
 from labctl.errors import UserError
 from labctl.profile.knobs import flatten
@@ -144,8 +145,8 @@ N_BOOT = 4000
 #: Fewest bootstrap resamples each tail of an interval must hold (below it the interval is the extremes).
 MIN_TAIL_RESAMPLES = 5
 
-#: QEMU caps tx_queue_size at this unless the backend is vhost-user (labctl.profile.rules "tx-ring-backend").
-TX_RING_CAP = 256
+#: QEMU caps tx_queue_size at this unless the backend is vhost-user (labctl.platform, rule "tx-ring-backend").
+TX_RING_CAP = platform.TX_RING_CAP
 
 #: Power for the "run --repeat N" advice when a difference is inside the noise.
 POWER = 0.8
@@ -1418,7 +1419,8 @@ def write_tuned(path_in: str | Path, advice: Advice, path_out: str | Path) -> li
     import yaml
 
     from labctl.profile.load import load_profile
-    from labctl.profile.yamlsrc import YamlProblem, load_yaml
+    from labctl.errors import YamlProblem
+    from labctl.profile.yamlsrc import load_yaml
 
     source = Path(path_in)
     try:

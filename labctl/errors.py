@@ -1,17 +1,27 @@
-"""The exception tree of labctl.
+"""Every exception labctl raises on purpose, in one tree.
 
 LabError
-├── UserError            bad input from the user; the CLI prints one line and exits 2
-│   ├── ProfileError     a lab profile that cannot be read or is invalid (carries every problem)
-│   ├── KnobError        a --set KNOB=VALUE or sweep knob that does not exist or has a bad value
-│   └── PlanError        a request the host cannot satisfy (pinning plan, missing cores)
-└── LabFault             the lab misbehaved; the CLI prints one line and exits 1, results are kept
-    ├── HypervisorError  libvirt or QEMU refused or failed
-    ├── WorkloadError    a DPDK process failed to start, connect or forward
+├── UserError               bad input from the user; the CLI prints one line and exits 2, nothing is created
+│   ├── ProfileError        a lab profile that cannot be read or is invalid (carries every problem)
+│   ├── YamlProblem         a profile's text is not a small, plain YAML document (carries one problem)
+│   ├── KnobError           a --set KNOB=VALUE or sweep knob that does not exist or has a bad value
+│   ├── PlanError           a request the host cannot satisfy (pinning plan, missing cores)
+│   ├── NotAStoreError      --db names a file that is not a labctl result store
+│   ├── UnknownRunError     a run id the store does not hold
+│   └── ImportFormatError   an import file or line that is not a valid trial record
+└── LabFault                the lab misbehaved; the CLI prints one line and exits 1, results are kept
+    ├── HypervisorError     libvirt or QEMU refused or failed
+    ├── ApplianceError      the guest appliance could not be built (apt, dpkg, cpio, a missing file)
+    ├── WorkloadError       a DPDK process failed to start, connect or forward
     │   └── ZeroForwardingError  the workload ran but forwarded nothing (e.g. vhost memory-table errors)
-    ├── StateError       the state file is unreadable or locked by another labctl
-    ├── StoreError       the SQLite result store failed
-    └── ProbeError       the host steadiness probe failed
+    ├── StateError          the ledger (state file) is unreadable or locked by another labctl
+    ├── StoreError          the SQLite result store failed
+    └── ProbeError          the host steadiness probe failed
+
+Interrupted (a BaseException, like KeyboardInterrupt, so that no ``except Exception`` in clean-up
+code swallows it; it is not a LabError: nothing went wrong, somebody asked labctl to stop)
+├── Terminated              SIGTERM: the CLI says so in one line and exits 143
+└── Cancelled               a face cancelled the work (the TUI's cancel key): exit 130
 """
 
 from __future__ import annotations
@@ -57,12 +67,40 @@ class ProfileError(UserError):
         super().__init__("\n".join(p.render(source) for p in problems))
 
 
+class YamlProblem(UserError):
+    """A profile's text that is not a small, plain YAML document; ``problem`` says where and what."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        super().__init__(problem.render())
+
+
 class KnobError(UserError):
     """A knob path or value that the profile schema does not allow."""
 
 
 class PlanError(UserError):
     """A request the host topology cannot satisfy."""
+
+
+class NotAStoreError(UserError):
+    """--db names a file that is not a labctl result store."""
+
+
+class UnknownRunError(UserError):
+    """The user named a run id that the store does not hold."""
+
+
+class ImportFormatError(UserError):
+    """An import file that cannot be read, or a line that is not a valid trial record.
+
+    The message is one line, ``FILE:LINE: field: problem``; ``source``, ``line`` and ``field`` carry
+    the same facts for callers."""
+
+    def __init__(self, source: str, line: int | None, field: str | None, problem: str):
+        self.source, self.line, self.field, self.problem = source, line, field, problem
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {field}: {problem}" if field else f"{where}: {problem}")
 
 
 class LabFault(LabError):
@@ -73,6 +111,10 @@ class LabFault(LabError):
 
 class HypervisorError(LabFault):
     """libvirt refused an operation or QEMU failed."""
+
+
+class ApplianceError(LabFault):
+    """The appliance could not be built (apt, dpkg, a missing host file, cpio)."""
 
 
 class WorkloadError(LabFault):
@@ -93,3 +135,24 @@ class StoreError(LabFault):
 
 class ProbeError(LabFault):
     """The host steadiness probe (``labctl doctor --steadiness``) failed."""
+
+
+class Interrupted(BaseException):
+    """labctl was asked to stop (a signal, or a face's cancel); clean-up runs, then the face exits."""
+
+    exit_code = 130
+    message = "interrupted"
+
+
+class Terminated(Interrupted):
+    """labctl received SIGTERM; the CLI reports it in one line and exits 143."""
+
+    exit_code = 143
+    message = "terminated by SIGTERM (cleaned up)"
+
+
+class Cancelled(Interrupted):
+    """A face cancelled the work in flight (the trial is torn down; a sweep can be resumed)."""
+
+    exit_code = 130
+    message = "cancelled (cleaned up)"

@@ -13,7 +13,7 @@ import typer
 from labctl.errors import KnobError, LabError, ProfileError, UserError
 from labctl.profile.knobs import short_label
 from labctl.host.paths import can_create
-from labctl.signals import Terminated
+from labctl.errors import Terminated
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="QEMU/KVM lab automation and virtio-net tuning advisor.")
@@ -464,10 +464,10 @@ def doctor(as_json: bool = typer.Option(False, "--json"),
     facts = gather()
     probed = None
     if steadiness is not None:
-        from labctl.signals import sigterm_raises
+        from labctl.signals import stoppable
         from labctl.host.steadiness import probe
 
-        with sigterm_raises():
+        with stoppable():
             probed = probe(steadiness)
     if as_json:
         data = facts.to_dict()

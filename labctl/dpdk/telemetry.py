@@ -8,9 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labctl import platform
+from labctl import signals
 from labctl.errors import WorkloadError
 
-RUNTIME_ROOT = Path("/var/run/dpdk")
+RUNTIME_ROOT = platform.DPDK_RUNTIME_ROOT
 
 
 def socket_path(file_prefix: str) -> Path:
@@ -42,7 +44,7 @@ class Telemetry:
             except WorkloadError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.05)
+                signals.sleep(0.05)
 
     def command(self, cmd: str) -> Any:
         try:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labctl import signals
 from labctl.errors import WorkloadError
 
 PROMPT = "testpmd> "
@@ -169,7 +170,7 @@ class Testpmd:
             if time.monotonic() > deadline:
                 raise WorkloadError(f"{self.role} testpmd made no {paths[0].name} within {timeout_s:.0f} s "
                                     f"(log {self.log_path})")
-            time.sleep(0.005)
+            signals.sleep(0.005)
 
     def _read(self) -> None:
         assert self.proc and self.proc.stdout
@@ -209,6 +210,7 @@ class Testpmd:
                     raise WorkloadError(f"{self.role} testpmd: no {getattr(needle, 'pattern', needle)!r} "
                                         f"within {timeout_s:.0f} s (log {self.log_path})")
                 self._cond.wait(min(remaining, 0.2))
+                signals.checkpoint()
 
     def last_error(self) -> str:
         lines = [line for line in self.output().splitlines() if re.search(r"(?i)error|fail|cannot|invalid", line)]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import platform
+import platform as os_platform
 import re
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from labctl import platform
 from labctl.host.cpuset import online_cpus, parse_cpuset
 
 SYS = Path("/sys")
@@ -64,7 +65,7 @@ def cpu_model() -> str:
     for line in _read(Path("/proc/cpuinfo")).splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    return os_platform.processor() or "unknown"
 
 
 def numa_nodes() -> dict[int, list[int]]:
@@ -141,15 +142,12 @@ def qemu_version() -> str | None:
 
 
 def libvirtd_running() -> bool:
-    return os.path.exists("/run/libvirt/libvirt-sock") or os.path.exists("/var/run/libvirt/libvirt-sock")
-
-
-DPDK_PLUGINS = ("librte_net_vhost", "librte_net_virtio", "librte_mempool_ring")
+    return any(sock.exists() for sock in platform.LIBVIRT_SOCKETS)
 
 
 def missing_dpdk_plugins() -> list[str]:
-    found = {p.name.split(".so")[0] for p in Path("/usr/lib/x86_64-linux-gnu/dpdk").glob("pmds-*/*.so*")}
-    return [name for name in DPDK_PLUGINS if name not in found]
+    found = {p.name.split(".so")[0] for p in platform.DPDK_LIBDIR.glob("pmds-*/*.so*")}
+    return [name for name in platform.HOST_DPDK_PLUGINS if name not in found]
 
 
 def lab_backends(versions: dict[str, str | None]) -> dict[str, str]:
@@ -181,7 +179,7 @@ def gather() -> HostFacts:
         isolated=isolated_cpus(),
         hugepages=hugepage_pools(),
         kvm=kvm_status(),
-        kernel=platform.release(),
+        kernel=os_platform.release(),
         versions=versions,
         backends=lab_backends(versions),
     )

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from labctl import signals
 from labctl.errors import StateError
 from labctl.host.paths import state_dir
 
@@ -112,7 +113,7 @@ def locked(name: str, wait_s: float = 30.0) -> Iterator[LabState]:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise StateError(f"lab {name} is locked by another labctl (lock {lock_path})") from None
-                time.sleep(0.1)
+                signals.sleep(0.1)
         try:
             yield load_state(name)
         finally:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from labctl import platform
 from labctl.host.cpuset import format_cpuset, parse_cpuset
 from labctl.profile.schema import Profile
 
@@ -51,9 +52,9 @@ def qemu_thread_pins(pid: int) -> dict[str, Any]:
 
 
 def qemu_pid(domain: str) -> int | None:
-    for root in ("/run/libvirt/qemu", "/var/run/libvirt/qemu"):
+    for root in platform.LIBVIRT_QEMU_RUN_DIRS:
         try:
-            return int(Path(root, f"{domain}.pid").read_text().strip())
+            return int((root / f"{domain}.pid").read_text().strip())
         except (OSError, ValueError):
             continue
     return None

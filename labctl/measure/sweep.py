@@ -16,7 +16,7 @@ from labctl.errors import UserError
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
 from labctl.results.record import TrialRecord
-from labctl.signals import sigterm_raises
+from labctl.signals import stoppable
 from labctl.results.store import Store
 
 
@@ -106,7 +106,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         if on_steadiness:
             on_steadiness(measured)
 
-    with sigterm_raises():
+    with stoppable():
         base: dict[str, Any] = {}
         plan: list[dict[str, Any]] = []
         if not resume:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from labctl import signals
 from labctl.lab.libvirt.domxml import socket_path
 from labctl.host.fingerprint import cpu_hz, fingerprint
 from labctl.errors import UserError, WorkloadError, ZeroForwardingError
@@ -28,7 +29,7 @@ from labctl.host.monitor import ThreadMonitor
 from labctl.lab.pins import dpdk_worker_pins
 from labctl.profile.load import LoadedProfile
 from labctl.results.record import Metrics, TrialRecord
-from labctl.signals import sigterm_raises
+from labctl.signals import stoppable
 from labctl.profile.schema import Profile
 from labctl.lab.ledger import LabState, locked, teardown
 from labctl.dpdk.telemetry import Telemetry
@@ -129,7 +130,7 @@ def _wait_links(tel: Telemetry, ports: int, proc: Testpmd, timeout_s: float = LI
             raise WorkloadError(f"vswitch exited before the guest connected: {proc.last_error()}")
         if time.monotonic() > deadline:
             raise WorkloadError(f"vhost-user links not up after {timeout_s:.0f} s (log {proc.log_path})")
-        time.sleep(0.05)
+        signals.sleep(0.05)
 
 
 def run_trial(loaded: LoadedProfile, on_phase: Callable[[str], None] | None = None,
@@ -143,7 +144,7 @@ def run_trial(loaded: LoadedProfile, on_phase: Callable[[str], None] | None = No
     record = TrialRecord(config=flatten(profile.model_dump()), repeat_index=repeat_index, started_at=started_at,
                          warnings=[w.render() for w in loaded.warnings])
     timings: dict[str, float] = {}
-    with sigterm_raises(), locked(profile.name) as state:
+    with stoppable(), locked(profile.name) as state:
         if state.resources:
             leftovers = teardown(state)
             record.warnings.append("removed resources left by an earlier labctl" +
@@ -216,12 +217,12 @@ def _run(profile: Profile, state: LabState, record: TrialRecord, phase: Callable
         vswitch.command("start")
         timings["setup_s"] = time.monotonic() - t_setup
         phase("warm-up")
-        time.sleep(profile.workload.warmup_s)
+        signals.sleep(profile.workload.warmup_s)
         monitor = ThreadMonitor({"vswitch": vs_pid, "guest": g_pid})
         before = _take(vswitch, guest, vs_tel, g_tel)
         monitor.start()
         phase("measure")
-        time.sleep(profile.workload.duration_s)
+        signals.sleep(profile.workload.duration_s)
         after = _take(vswitch, guest, vs_tel, g_tel)
         report = monitor.stop()
         t_stop = time.monotonic()

@@ -14,7 +14,8 @@ from labctl.errors import KnobError, Problem, ProfileError
 from labctl.profile.knobs import set_knob
 from labctl.profile.rules import check_profile
 from labctl.profile.schema import Profile
-from labctl.profile.yamlsrc import YamlProblem, load_yaml
+from labctl.errors import YamlProblem
+from labctl.profile.yamlsrc import load_yaml
 
 
 @dataclass

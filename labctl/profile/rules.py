@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from labctl import platform
 from labctl.host.cpuset import parse_cpuset
 from labctl.errors import Problem
 from labctl.profile.schema import Profile
 
-RING_SIZES = (256, 512, 1024)
 NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 URI_PATTERN = re.compile(r"^(qemu|test)(\+(ssh|tcp|tls|unix|libssh|libssh2))?://[A-Za-z0-9._@:\[\]-]*/[A-Za-z0-9._/-]*(\?[A-Za-z0-9._=&/-]*)?$")
 MAX_SWEEP_CONFIGS = 4096
@@ -94,8 +94,8 @@ def _nic_count(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
 def _queues(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     for i, nic in enumerate(p.guest.nics):
         path = f"guest.nics.{i}.queues"
-        if not 1 <= nic.queues <= 256:
-            yield _err(path, f"{nic.queues} is out of range (allowed: 1..256)")
+        if not 1 <= nic.queues <= platform.MAX_QUEUE_PAIRS:
+            yield _err(path, f"{nic.queues} is out of range (allowed: 1..{platform.MAX_QUEUE_PAIRS})")
         elif nic.queues > p.guest.vcpus:
             yield _warn(path, f"{nic.queues} queues on {p.guest.vcpus} vCPUs: a kernel guest enables only "
                               f"{p.guest.vcpus} (min(queues, vcpus))")
@@ -107,8 +107,9 @@ def _ring_size(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     for i, nic in enumerate(p.guest.nics):
         for field in ("rx_queue_size", "tx_queue_size"):
             value = getattr(nic, field)
-            if value not in RING_SIZES:
-                yield _err(f"guest.nics.{i}.{field}", f"{value} is not allowed (allowed: 256, 512, 1024)")
+            if value not in platform.RING_SIZES:
+                allowed = ", ".join(map(str, platform.RING_SIZES))
+                yield _err(f"guest.nics.{i}.{field}", f"{value} is not allowed (allowed: {allowed})")
 
 
 @rule("tx-ring-backend", "QEMU caps tx_queue_size at 256 unless the backend is vhost-user; tap, network "
@@ -116,9 +117,11 @@ def _ring_size(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
       "QEMU virtio_net_max_tx_queue_size(); seen in the guest on these machines")
 def _tx_ring_backend(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     for i, nic in enumerate(p.guest.nics):
-        if nic.tx_queue_size > 256 and nic.backend != "vhostuser":
+        cap = platform.tx_ring_cap(nic.backend)
+        if cap is not None and nic.tx_queue_size > cap:
             yield _err(f"guest.nics.{i}.tx_queue_size",
-                       f"{nic.tx_queue_size} needs backend vhostuser; QEMU caps {nic.backend} at 256 (allowed: 256)")
+                       f"{nic.tx_queue_size} needs backend {platform.UNCAPPED_TX_BACKEND}; QEMU caps {nic.backend} at "
+                       f"{cap} (allowed: {cap})")
 
 
 @rule("embedded-backend", "The embedded lab connects DPDK virtio_user ports to the vswitch over vhost-user; "
@@ -179,7 +182,7 @@ def _shared_poller(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
       "the PMDs accept; frames are 64..1518 bytes without jumbo support.", "DPDK app/test-pmd/testpmd.h")
 def _workload(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     w = p.workload
-    yield from _range("workload.burst", w.burst, 1, 512)
+    yield from _range("workload.burst", w.burst, 1, platform.MAX_BURST)
     yield from _range("workload.packet_size", w.packet_size, 64, 1518, " bytes")
     for field in ("rxd", "txd"):
         value = getattr(w, field)

@@ -6,16 +6,10 @@ from typing import Any
 
 import yaml
 
-from labctl.errors import Problem
+from labctl.errors import Problem, YamlProblem
 
 MAX_PROFILE_BYTES = 256 * 1024
 MAX_DEPTH = 32
-
-
-class YamlProblem(Exception):
-    def __init__(self, problem: Problem):
-        self.problem = problem
-        super().__init__(problem.render())
 
 
 def _key_text(node: yaml.Node) -> str:

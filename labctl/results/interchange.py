@@ -22,24 +22,12 @@ from typing import IO, Any, Iterator
 
 from pydantic import ValidationError
 
-from labctl.errors import UserError
+from labctl.errors import ImportFormatError
 from labctl.results.record import Environment, Metrics, TrialRecord
 from labctl.results.store import DICT_METRICS, SCALAR_METRICS, Store
 
 ASSIGNED_BY_STORE = ("id", "run_id")
 _UNION_TAGS = {"bool", "int", "float", "str", "none"}
-
-
-class ImportFormatError(UserError):
-    """An import file that cannot be read, or a line that is not a valid trial record.
-
-    The message is one line, ``FILE:LINE: field: problem``; ``source``, ``line`` and ``field`` carry
-    the same facts for callers."""
-
-    def __init__(self, source: str, line: int | None, field: str | None, problem: str):
-        self.source, self.line, self.field, self.problem = source, line, field, problem
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {field}: {problem}" if field else f"{where}: {problem}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_origin
 
-from labctl.errors import StoreError, UserError
+from labctl.errors import NotAStoreError, StoreError, UnknownRunError, UserError
 from labctl.host.paths import can_create
 from labctl.results.record import Environment, Metrics, TrialRecord
 
@@ -55,14 +55,6 @@ DICT_METRICS: tuple[str, ...] = tuple(n for n in Metrics.model_fields if n not i
 
 
 THIS_HOST: Any = object()  # create_run(host=THIS_HOST): the machine running labctl
-
-
-class NotAStoreError(UserError):
-    """--db names a file that is not a labctl result store."""
-
-
-class UnknownRunError(UserError):
-    """The user named a run id that the store does not hold."""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import StoreError, UserError
-from labctl.results.interchange import ImportFormatError, export_csv, export_jsonl, import_jsonl
+from labctl.errors import ImportFormatError
+from labctl.results.interchange import export_csv, export_jsonl, import_jsonl
 from labctl.results.record import Environment, Metrics, TrialRecord
-from labctl.results.store import SCHEMA_VERSION, Store, UnknownRunError
+from labctl.errors import UnknownRunError
+from labctl.results.store import SCHEMA_VERSION, Store
 
 ENV = Environment(host="lab1", cores=2, kernel="6.1.0", accel="tcg", lab="embedded", pins={"vswitch": "1"})
 
@@ -278,7 +280,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
 def test_foreign_or_broken_files_are_refused(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"this is not sqlite" * 100)
-    from labctl.results.store import NotAStoreError
+    from labctl.errors import NotAStoreError
 
     with pytest.raises(NotAStoreError, match="--db .*junk.db: not a labctl result store") as info:
         Store(junk)

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labctl import platform
 from labctl.profile.schema import Nic, Profile
 
 METADATA_NS = "urn:labctl:profile:1"
@@ -77,9 +78,8 @@ def _interface(devices: ET.Element, profile: Profile, index: int, nic: Nic, ctx:
 
 def cmdline_for(profile: Profile, ctx: RenderContext) -> str:
     parts = [ctx.cmdline, *ctx.extra_cmdline]
-    if ctx.domain_type == "qemu" and needs_shared_memory(profile) and "pci=nomsi" not in parts:
-        # QEMU 7.2 under TCG segfaults with vhost-user + MSI-X; never on KVM
-        parts.append("pci=nomsi")
+    if ctx.domain_type == "qemu" and needs_shared_memory(profile) and platform.TCG_VHOSTUSER_CMDLINE not in parts:
+        parts.append(platform.TCG_VHOSTUSER_CMDLINE)  # TCG only, never on KVM (see labctl.platform)
     return " ".join(p for p in parts if p)
 
 

@@ -8,20 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from labctl import platform
+from labctl import signals
 from labctl.lab.libvirt import hypervisor
 from labctl.lab.libvirt.domxml import RenderContext, render, serial_log, socket_path, tap_name
 from labctl.errors import HypervisorError, LabError, UserError
 from labctl.host.facts import kvm_status
 from labctl.lab.libvirt.negotiation import compare_nics
 from labctl.host.paths import log_dir, run_dir
-from labctl.signals import sigterm_raises
+from labctl.signals import stoppable
 from labctl.lab.pins import dpdk_worker_pins, pin_mismatches, qemu_pid, qemu_thread_pins, requested_pins
 from labctl.profile.load import LoadedProfile
 from labctl.profile.schema import Profile
 from labctl.lab.ledger import LabState, all_states, locked, teardown
 from labctl.lab.embedded.vswitch import start_recorded, vswitch_config, vswitch_testpmd
 
-QEMU_GROUP = "libvirt-qemu"  # Debian's qemu.conf runs QEMU as libvirt-qemu:libvirt-qemu
 
 
 @dataclass
@@ -91,7 +92,7 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
             appliance = appliance_mod.build()
     ctx = render_context(profile, uri, _appliance_cmdline(profile, appliance, mode) if appliance else None, appliance)
     xml = render(profile, ctx)
-    with sigterm_raises(), locked(profile.name) as state:
+    with stoppable(), locked(profile.name) as state:
         if state.find("domain") or hypervisor.lookup(uri, profile.domain_name) is not None:
             raise UserError(f"{profile.name}: already up on {uri} (run `labctl down {loaded.source}` first)")
         state.info.update({"profile": profile.name, "source": loaded.source, "uri": uri,
@@ -176,7 +177,7 @@ def _start_vswitch(state: LabState, profile: Profile, ctx: RenderContext) -> int
     pid = start_recorded(state, vswitch, daemon=True)  # outlives labctl; `labctl down` stops it
     vswitch.wait_paths(sockets)
     try:
-        gid = grp.getgrnam(QEMU_GROUP).gr_gid
+        gid = grp.getgrnam(platform.QEMU_GROUP).gr_gid
     except KeyError:
         gid = None
     for sock in sockets:
@@ -225,7 +226,7 @@ def wait_for_report(serial: Path, timeout_s: float, dom: Any):
             raise HypervisorError(f"{dom.name()} stopped before reporting (serial log {serial})")
         if time.monotonic() > deadline:
             raise HypervisorError(f"{dom.name()}: no report within {timeout_s:.0f} s (serial log {serial})")
-        time.sleep(0.5)
+        signals.sleep(0.5)
 
 
 def down(name: str, uri: str | None = None) -> list[str]:

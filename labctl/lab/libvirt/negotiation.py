@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from labctl import platform
 from labctl.profile.schema import Nic, Profile
 
 
@@ -37,8 +38,9 @@ def explain(nic: Nic, vcpus: int, got: dict[str, Any] | None) -> list[str]:
         want, have = getattr(nic, field), got.get(key)
         if have is None or have == want:
             continue
-        if field == "tx_queue_size" and nic.backend != "vhostuser" and have == 256:
-            reasons.append(f"tx_ring: QEMU caps tx_queue_size at 256 for the {nic.backend} backend "
+        cap = platform.tx_ring_cap(nic.backend)
+        if field == "tx_queue_size" and cap is not None and have == cap:
+            reasons.append(f"tx_ring: QEMU caps tx_queue_size at {cap} for the {nic.backend} backend "
                            f"(asked {want}; only vhost-user gets more)")
         elif have < want:
             reasons.append(f"{key}: the host gave a {have}-entry ring, smaller than the {want} asked for")

@@ -42,7 +42,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from labctl.errors import LabFault
+from labctl import platform
+from labctl.errors import ApplianceError
 
 # Bump when the builder makes a different image from the same inputs.
 BUILDER_VERSION = "1"
@@ -90,15 +91,9 @@ MODULE_GROUPS: dict[str, tuple[str, ...]] = {
     "vfio": ("vfio", "vfio_iommu_type1", "vfio_pci_core", "vfio_pci"),
 }
 
-# DPDK PMD plugins (EAL loads every .so of its plugin directory at start): a virtio-net PCI guest
-# needs the PCI and vdev buses, the virtio PMD and the ring mempool handler.
-DPDK_PLUGINS: tuple[str, ...] = (
-    "librte_bus_pci",
-    "librte_bus_vdev",
-    "librte_net_virtio",
-    "librte_mempool_ring",
-)
-DPDK_LIBDIR = Path("/usr/lib/x86_64-linux-gnu/dpdk")
+# DPDK PMD plugins: labctl.platform.GUEST_DPDK_PLUGINS (the EAL loads every plugin of its directory).
+DPDK_PLUGINS = platform.GUEST_DPDK_PLUGINS
+DPDK_LIBDIR = platform.DPDK_LIBDIR
 
 KEEP_ENTRIES = 3  # cache entries kept after a build (each about 17 MB)
 
@@ -108,10 +103,6 @@ KERNEL_NAME = "vmlinuz"
 INITRD_NAME = "initrd.img"
 
 Progress = Callable[[str], None] | None
-
-
-class ApplianceError(LabFault):
-    """The appliance could not be built (apt, dpkg, a missing host file, cpio)."""
 
 
 @dataclass(frozen=True)
