@@ -40,7 +40,7 @@ from labctl.errors import PlanError
 from labctl.host.facts import HostFacts
 from labctl.profile.knobs import with_knobs
 from labctl.profile.schema import Profile
-from labctl.dpdk.testpmd import mbuf_budget
+from labctl.dpdk.eal import mbuf_budget
 
 __all__ = ["Setting", "Plan", "pinning_plan", "apply_plan", "HUGEPAGE_2M_KIB"]
 

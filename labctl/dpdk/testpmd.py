@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl import signals
+from labctl.dpdk.eal import EalOptions
 from labctl.errors import WorkloadError
 
 PROMPT = "testpmd> "
@@ -45,29 +46,6 @@ def parse_fwd_stats(text: str) -> dict[int, FwdStats]:
 
 
 @dataclass
-class EalOptions:
-    """The EAL half of a testpmd command line."""
-
-    file_prefix: str
-    lcores: str  # DPDK --lcores syntax, e.g. "0@(0-1),1@0"
-    vdevs: list[str]
-    memory_mb: int = 512
-    hugepages_dir: Path | None = None  # None: --no-huge
-    log_levels: list[str] = field(default_factory=list)  # e.g. "lib.vhost.config:warning"
-
-    def argv(self) -> list[str]:
-        args = ["--lcores", self.lcores, "--file-prefix", self.file_prefix, "--no-pci", "-m", str(self.memory_mb),
-                "--single-file-segments", *(f"--log-level={level}" for level in self.log_levels)]
-        if self.hugepages_dir is None:
-            args.append("--no-huge")
-        else:
-            args += ["--huge-dir", str(self.hugepages_dir), "--in-memory"]
-        for vdev in self.vdevs:
-            args += ["--vdev", vdev]
-        return args
-
-
-@dataclass
 class TestpmdOptions:
     """The application half of a testpmd command line."""
 
@@ -92,22 +70,6 @@ class TestpmdOptions:
         if self.txd:
             args.append(f"--txd={self.txd}")
         return args + self.extra
-
-
-# A 2176-byte mbuf takes ~2.4 KB with its headers (measured: 2383 B each on 2 MiB pages). DPDK 22.11
-# keeps mempool objects from crossing a page, so with --no-huge (4 KiB pages) each takes a page.
-MBUF_BYTES = {True: 2432, False: 4096}  # by hugepages
-EAL_HEADROOM_MB = 32  # rings, memzones, telemetry: ~12 MB measured besides the pool (2 ports x 4 queues)
-
-
-def mbuf_budget(ports: int, queues: int, rxd: int, txd: int, hugepages: bool = False) -> tuple[int, int]:
-    """(mbufs, EAL memory in MB): every ring full twice over, plus per-core caches, and the pool plus
-    EAL_HEADROOM_MB and 1 MB per port and queue (per-virtqueue state). EAL memory is allocated and touched at start, so every MB more is start-up time
-    (and, on hosts that hand freed memory back to their own hypervisor, the dearest part of it)."""
-    mbufs = max(16384, 2 * ports * queues * (rxd + txd) + 4096)
-    memory_mb = -(-mbufs * MBUF_BYTES[hugepages] // (1 << 20)) + EAL_HEADROOM_MB + ports * queues
-    memory_mb += memory_mb % 2  # whole 2 MiB pages, so the pages reserved for two processes add up
-    return mbufs, memory_mb
 
 
 def testpmd_binary() -> str:

@@ -1,18 +1,22 @@
-"""The state file: every resource labctl creates is written here *before* it is created.
+"""The ledger: every resource labctl creates is written to the lab's state file *before* it is created.
 
-``labctl down`` and the crash paths read it and remove what is listed, in reverse order, so a
-``kill -9`` at any point leaves nothing that cannot be cleaned. Removal is idempotent.
+``labctl down`` and the crash paths read it and remove what is listed, newest first, so a ``kill -9``
+at any point leaves nothing that cannot be cleaned. Removal is idempotent.
+
+Each resource has a kind (``process``, ``dpdk``, ``path``, ``dir``, ``mount``, ``tap``, ``sysctl``,
+``domain``, ``network``, ...). A kind is a :class:`ResourceKind` registered with :func:`resource_kind`
+by the module that knows how to handle it (as tuned's plugins are): it says how to ``remove`` a
+resource and how to ``verify`` that it still exists. The ledger itself only records, orders and
+dispatches; :data:`KIND_MODULES` lists the modules that register kinds, imported on first use.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import json
 import os
-import shutil
-import signal
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,7 +26,41 @@ from labctl import signals
 from labctl.errors import StateError
 from labctl.host.paths import state_dir
 
-KINDS = ("domain", "process", "dpdk", "path", "dir", "mount", "tap", "sysctl", "network")
+#: Modules that register resource kinds (imported the first time a kind is looked up).
+KIND_MODULES = ("labctl.lab.kinds", "labctl.lab.libvirt.kinds")
+
+
+class ResourceKind:
+    """How to handle one kind of resource; subclasses register with :func:`resource_kind`."""
+
+    name = ""
+
+    def remove(self, resource: "Resource") -> None:
+        """Remove it; a resource that is already gone is not an error."""
+        raise NotImplementedError
+
+    def verify(self, resource: "Resource") -> bool:
+        """Whether it still exists (used by status and the fault tests)."""
+        raise NotImplementedError
+
+
+_KINDS: dict[str, ResourceKind] = {}
+
+
+def resource_kind(cls: type[ResourceKind]) -> type[ResourceKind]:
+    """Class decorator: register a resource kind under ``cls.name``."""
+    _KINDS[cls.name] = cls()
+    return cls
+
+
+def kind_of(name: str) -> ResourceKind:
+    if name not in _KINDS:
+        for module in KIND_MODULES:
+            importlib.import_module(module)
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown resource kind {name}") from None
 
 
 @dataclass
@@ -51,8 +89,7 @@ class LabState:
 
     def record(self, kind: str, ident: str, **data: Any) -> Resource:
         """Record a resource about to be created; saved to disk before this returns."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown resource kind {kind}")
+        kind_of(kind)  # an unknown kind is refused before anything is written
         for existing in self.resources:
             if existing.kind == kind and existing.ident == ident:
                 existing.data.update(data)
@@ -123,96 +160,13 @@ def locked(name: str, wait_s: float = 30.0) -> Iterator[LabState]:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
-# ---- removal --------------------------------------------------------------------------------
-
-def process_alive(pid: int, started: float | None) -> bool:
-    import psutil
-
-    if started is None:
-        return False  # unknown start time: never risk killing a process that reuses the pid
-    try:
-        proc = psutil.Process(pid)
-        if abs(proc.create_time() - started) > 1.0:
-            return False  # the pid was reused by another process
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def stop_process(pid: int, started: float | None, timeout_s: float = 10.0) -> None:
-    if not process_alive(pid, started):
-        return
-    import psutil
-
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    try:
-        psutil.Process(pid).wait(timeout_s)
-    except psutil.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(psutil.Error):
-            psutil.Process(pid).wait(5)
-    except psutil.Error:
-        pass
-
-
-def stop_dpdk_prefix(prefix: str) -> None:
-    """Stop every DPDK process started with ``--file-prefix PREFIX`` (recorded before it was started,
-    so a labctl killed between starting it and recording its pid still leaves nothing running)."""
-    import psutil
-
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if any(cmdline[i] == "--file-prefix" and cmdline[i + 1] == prefix for i in range(len(cmdline) - 1)):
-            with contextlib.suppress(psutil.Error):
-                stop_process(proc.pid, proc.create_time())
-
-
-def _umount(path: str) -> None:
-    if os.path.ismount(path):
-        subprocess.run(["umount", path], check=False, capture_output=True)
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
-
-
-def _remove(resource: Resource) -> None:
-    kind, ident, data = resource.kind, resource.ident, resource.data
-    if kind == "process":
-        stop_process(int(ident), data.get("started"))
-    elif kind == "dpdk":
-        stop_dpdk_prefix(ident)
-    elif kind == "path":
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(ident)
-    elif kind == "dir":
-        shutil.rmtree(ident, ignore_errors=True)
-    elif kind == "mount":
-        _umount(ident)
-    elif kind == "tap":
-        if Path(f"/sys/class/net/{ident}").exists():
-            subprocess.run(["ip", "link", "delete", ident], check=False, capture_output=True)
-    elif kind == "sysctl":
-        added = int(data.get("added", 0))
-        if added > 0:
-            current = int(Path(ident).read_text(encoding="ascii").strip() or 0)
-            Path(ident).write_text(f"{max(current - added, 0)}\n", encoding="ascii")
-    elif kind == "domain":
-        from labctl.lab.libvirt.hypervisor import remove_domain
-
-        remove_domain(data["uri"], ident)
-    elif kind == "network":
-        from labctl.lab.libvirt.hypervisor import stop_network
-
-        stop_network(data["uri"], ident)
-
 
 def teardown(state: LabState) -> list[str]:
     """Remove every recorded resource, newest first; returns the failures (empty when clean)."""
     failures: list[str] = []
     for resource in list(reversed(state.resources)):
         try:
-            _remove(resource)
+            kind_of(resource.kind).remove(resource)
         except Exception as exc:  # noqa: BLE001 - every resource gets its chance to be removed
             failures.append(f"{resource.kind} {resource.ident}: {exc}")
             continue

@@ -7,17 +7,20 @@ A sweep is a run in the result store with its plan (one entry per trial, in exec
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from labctl.errors import UserError
+from labctl import signals
+from labctl.errors import KnobError, UserError
+from labctl.events import OnEvent, notify
+from labctl.measure.session import find_resumable, open_session
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
 from labctl.results.record import TrialRecord
-from labctl.signals import stoppable
 from labctl.results.store import Store
+
+MAX_REPEAT = 100
 
 
 def build_plan(sweep: dict[str, list[Any]], repeat: int) -> list[dict[str, Any]]:
@@ -28,63 +31,45 @@ def build_plan(sweep: dict[str, list[Any]], repeat: int) -> list[dict[str, Any]]
 
 
 @dataclass
-class SweepEvent:
-    """What a progress display needs after each trial."""
-
-    done: int
-    total: int
-    entry: dict[str, Any]
-    record: TrialRecord | None = None
-    elapsed_s: float = 0.0
-    done_here: int = 0  # trials run by this invocation (a resumed sweep started with some done)
-
-    @property
-    def eta_s(self) -> float | None:
-        return self.elapsed_s / self.done_here * (self.total - self.done) if self.done_here else None
-
-
-@dataclass
 class SweepResult:
     run_id: int
     ok: int = 0
     failed: int = 0
-    aborted: int = 0
     trial_ids: list[int] = field(default_factory=list)
+    steadiness: Any = None  # the probe's Steadiness, when one ran
 
 
-def _base_data(loaded: LoadedProfile) -> dict[str, Any]:
+def base_data(loaded: LoadedProfile) -> dict[str, Any]:
+    """The profile every trial of a run starts from: the validated profile without its sweep."""
     data = loaded.profile.model_dump()
     data["sweep"] = {}
     return data
 
 
-def _find_resumable(store: Store, name: str) -> int:
-    for run in reversed(store.runs()):
-        if run["profile_name"] == name and run["status"] in ("running", "aborted"):
-            return int(run["id"])
-    raise UserError(f"--resume: no unfinished run of profile {name} in {store.path} (allowed: start a new sweep)")
+TrialRunner = Callable[[LoadedProfile, int, OnEvent | None], TrialRecord]
 
 
-TrialRunner = Callable[[LoadedProfile, int], TrialRecord]
-
-
-def _default_runner(loaded: LoadedProfile, repeat_index: int) -> TrialRecord:
+def _default_runner(loaded: LoadedProfile, repeat_index: int, on_event: OnEvent | None) -> TrialRecord:
     from labctl.measure.trial import run_trial
 
-    return run_trial(loaded, repeat_index=repeat_index)
+    return run_trial(loaded, repeat_index=repeat_index, on_event=on_event)
+
+
+def check_repeat(repeat: int | None) -> None:
+    if repeat is not None and not 1 <= repeat <= MAX_REPEAT:
+        raise KnobError(f"--repeat {repeat}: out of range (allowed: 1..{MAX_REPEAT})")
 
 
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
-              on_start: Callable[[int, int], None] | None = None,
-              on_trial: Callable[[SweepEvent], None] | None = None,
-              runner: TrialRunner = _default_runner,
-              steadiness_s: float | None = None,
-              on_steadiness: Callable[[Any], None] | None = None) -> SweepResult:
+              runner: TrialRunner = _default_runner, steadiness_s: float | None = None,
+              on_event: OnEvent | None = None) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
-    (:func:`labctl.host.steadiness.probe`, after every check of the request and before the run is created
-    or reopened); when it is unsteady, every trial of this sitting carries the probe's warning."""
+    (:func:`labctl.host.steadiness.probe`, after every check of the request and before the run is
+    created; an interrupted probe leaves nothing behind); when it is unsteady, every trial of this
+    sitting carries the probe's warning."""
+    check_repeat(repeat)
     if steadiness_s is not None:
         from labctl.host.steadiness import check_arguments
 
@@ -93,64 +78,34 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
     if profile.backend != "embedded":
         raise UserError(f"{loaded.source}: backend: {profile.backend} profiles cannot be swept yet "
                         "(allowed: embedded)")
-    host_warning: str | None = None
-
-    def probe_host() -> None:
-        nonlocal host_warning
-        if steadiness_s is None:
-            return
-        from labctl.host.steadiness import probe
-
-        measured = probe(steadiness_s)
-        host_warning = measured.trial_warning()
-        if on_steadiness:
-            on_steadiness(measured)
-
-    with stoppable():
-        base: dict[str, Any] = {}
-        plan: list[dict[str, Any]] = []
-        if not resume:
-            base = _base_data(loaded)
-            plan = build_plan(profile.sweep, repeat or profile.repeat)
-            if steadiness_s is not None:
-                Store.check_usable(db_path)  # a bad --db fails now, not after the probe
-            probe_host()  # before the store is touched: an interrupted probe leaves nothing behind
-        with Store(db_path) as store:
+    result = SweepResult(run_id=0)
+    with signals.stoppable():
+        if steadiness_s is not None:
+            Store.check_usable(db_path)  # a bad --db (or --resume without a run) fails now, not after the probe
             if resume:
-                run_id = _find_resumable(store, profile.name)
-                probe_host()
-                stored = store.run(run_id)
-                base = stored["profile"]
-                store.reopen_run(run_id)
-                todo = store.missing_plan(run_id)
-                total = len(stored["plan"])
-                done_before = total - len(todo)
-            else:
-                run_id = store.create_run(profile.name, base, plan)
-                todo, total, done_before = plan, len(plan), 0
-            result = SweepResult(run_id)
-            if on_start:
-                on_start(run_id, total)
-            started = time.monotonic()
-            for number, entry in enumerate(todo, start=1):
+                with Store(db_path) as store:
+                    find_resumable(store, profile.name)
+            from labctl.host.steadiness import probe
+
+            notify(on_event, "note", lab=profile.name,
+                   message=f"steadiness: probing the host for {steadiness_s:g} s before the first trial")
+            result.steadiness = probe(steadiness_s)
+            notify(on_event, "steadiness", lab=profile.name, data=result.steadiness,
+                   message=result.steadiness.describe())
+        host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
+        base = base_data(loaded)
+        plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat)
+        with open_session(db_path, profile.name, base, plan, resume, on_event) as session:
+            result.run_id = session.run_id
+            todo = session.store.missing_plan(session.run_id) if resume else plan
+            if resume:
+                base = session.store.run(session.run_id)["profile"]
+            for entry in todo:
                 trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
-                try:
-                    record = runner(trial_profile, entry["repeat_index"])
-                except BaseException:
-                    store.mark_aborted(run_id, entry["seq"])
-                    store.finish_run(run_id, "aborted")
-                    raise
-                record.run_id = run_id
+                with session.trial(entry["seq"]):
+                    record = runner(trial_profile, entry["repeat_index"], on_event)
                 if host_warning and host_warning not in record.warnings:
                     record.warnings.append(host_warning)
-                trial_id = store.add_trial(record, entry["seq"])
-                result.trial_ids.append(trial_id)
-                if record.status == "ok":
-                    result.ok += 1
-                else:
-                    result.failed += 1
-                if on_trial:
-                    on_trial(SweepEvent(done_before + number, total, entry, record, time.monotonic() - started,
-                                        number))
-            store.finish_run(run_id, "finished" if result.failed == 0 else "failed")
-        return result
+                session.add(record, entry["seq"], entry)
+            result.ok, result.failed, result.trial_ids = session.ok, session.failed, session.trial_ids
+    return result

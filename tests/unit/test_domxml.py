@@ -10,14 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from labctl.lab.libvirt.domxml import RenderContext, render, tap_name
+from labctl.lab.libvirt.domxml import RenderContext, render as render_plan
+from labctl.lab.plan import LabDirs, derive, tap_name
 from labctl.profile.load import load_profile
 from labctl.profile.schema import Profile
 from tests.conftest import ROOT, shipped_profiles
 
 GOLDEN = ROOT / "tests" / "golden"
 CPUS = frozenset({0, 1})
-FIXED = RenderContext(domain_type="qemu", run_dir=Path("/run/labctl"), log_dir=Path("/var/log/labctl"))
+FIXED = RenderContext(domain_type="qemu")
+
+
+def render(profile: Profile, ctx: RenderContext | None = None) -> str:
+    """The XML of a profile's plan, with the default run and log directories (golden files name them)."""
+    name = profile.name
+    return render_plan(derive(profile, LabDirs.of(name, Path("/run/labctl"), Path("/var/log/labctl"))), ctx)
 
 
 def validate_xml(text: str) -> subprocess.CompletedProcess:
@@ -110,5 +117,5 @@ def test_special_characters_are_escaped():
 
 
 def test_tap_names_unique_and_short():
-    a, b = Profile(name="a" * 40), Profile(name="a" * 39 + "b")
+    a, b = "a" * 40, "a" * 39 + "b"
     assert tap_name(a, 0) != tap_name(b, 0) and len(tap_name(a, 7)) <= 15

@@ -9,7 +9,8 @@ import pytest
 
 from labctl.profile.load import load_profile
 from labctl.results.record import Environment, Metrics, TrialRecord
-from labctl.analysis.report import build_report, render
+from labctl.analysis.renderers import render
+from labctl.analysis.report import build_report
 from labctl.results.store import Store
 from labctl.measure.sweep import build_plan, run_sweep
 from tests.conftest import DOMAINS
@@ -26,7 +27,7 @@ def test_plan_interleaves_repeats():
 
 
 def fake_runner(rates: dict[int, float], calls: list, fail_at: int | None = None):
-    def run(loaded, repeat_index):
+    def run(loaded, repeat_index, on_event=None):
         calls.append((loaded.profile.guest.nics[0].rx_queue_size, loaded.profile.workload.burst, repeat_index))
         if fail_at is not None and len(calls) == fail_at:
             raise KeyboardInterrupt
@@ -174,7 +175,7 @@ def test_sweep_steadiness_probe_warns_every_trial_of_an_unsteady_host(tmp_path, 
     db = tmp_path / "s.db"
     seen = []
     result = run_sweep(loaded, db, repeat=3, runner=fake_runner({256: 5.0, 1024: 6.0}, []), steadiness_s=10,
-                       on_steadiness=seen.append)
+                       on_event=lambda event: event.kind == "steadiness" and seen.append(event.data))
     assert [s.verdict for s in seen] == ["unsteady" if warned else "steady"]
     with Store(db) as store:
         trials = store.trials(result.run_id)

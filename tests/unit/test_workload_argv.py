@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from labctl.lab.embedded.forwarder import embedded_forwarder, noisy_memory_mb
-from labctl.profile.load import load_profile
-from labctl.dpdk.testpmd import EAL_HEADROOM_MB, mbuf_budget
+from labctl.dpdk.eal import EAL_HEADROOM_MB, mbuf_budget
 from labctl.errors import WorkloadError
-from labctl.lab.embedded.vswitch import connect_ports, unix_listening, vswitch_config, vswitch_testpmd
+from labctl.lab.embedded.forwarder import guest_forwarder
+from labctl.lab.embedded.vswitch import connect_ports, unix_listening, vswitch_testpmd
+from labctl.lab.plan import LabDirs, derive, noisy_memory_mb
+from labctl.profile.load import load_profile
 from tests.conftest import DOMAINS
 
 CPUS = frozenset({0, 1})
@@ -22,13 +23,17 @@ def _profile(**overrides):
     return load_profile(DOMAINS / "quick.yaml", overrides=overrides or None, cpus=CPUS).profile
 
 
+def _plan(profile, log: Path):
+    return derive(profile, LabDirs(Path("/run/x"), log))
+
+
 def _vdevs(argv: list[str]) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == "--vdev"]
 
 
 def test_embedded_vswitch_is_the_client_and_starts_ports_on_command(tmp_path):
     profile = _profile()
-    vswitch = vswitch_testpmd(vswitch_config(profile, SOCKETS, "p-vs", None, client=True), tmp_path / "vs.log")
+    vswitch = vswitch_testpmd(_plan(profile, tmp_path), None, client=True)
     argv = vswitch.eal.argv() + vswitch.app.argv()
     assert _vdevs(argv) == ["net_vhost0,iface=/run/x/vhost-0.sock,queues=1,client=1",
                             "net_vhost1,iface=/run/x/vhost-1.sock,queues=1,client=1"]
@@ -38,16 +43,15 @@ def test_embedded_vswitch_is_the_client_and_starts_ports_on_command(tmp_path):
 
 
 def test_libvirt_vswitch_stays_the_server(tmp_path):
-    vswitch = vswitch_testpmd(vswitch_config(_profile(), SOCKETS, "p-vs", None), tmp_path / "vs.log",
-                              forward_mode="rxonly", stats_period_s=10)
+    vswitch = vswitch_testpmd(_plan(_profile(), tmp_path), None, forward_mode="rxonly", stats_period_s=10)
     argv = vswitch.eal.argv() + vswitch.app.argv()
     assert all("client" not in vdev for vdev in _vdevs(argv))
     assert "--disable-device-start" not in argv and not any(a.startswith("--log-level") for a in argv)
 
 
 def test_embedded_guest_listens(tmp_path):
-    guest = embedded_forwarder(_profile(**{"guest.nics.*.queues": 2, "guest.nics.*.rx_queue_size": 1024}),
-                               SOCKETS, "p-g", None, tmp_path / "g.log", server=True)
+    guest = guest_forwarder(_plan(_profile(**{"guest.nics.*.queues": 2, "guest.nics.*.rx_queue_size": 1024}),
+                                  tmp_path), None, server=True)
     assert _vdevs(guest.eal.argv()) == [
         "net_virtio_user0,path=/run/x/vhost-0.sock,queues=2,queue_size=1024,server=1",
         "net_virtio_user1,path=/run/x/vhost-1.sock,queues=2,queue_size=1024,server=1"]

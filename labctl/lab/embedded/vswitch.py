@@ -15,83 +15,38 @@ Frames that cannot be placed in the guest's receive ring show as TX-dropped in i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labctl.host.cpuset import format_cpuset, online_cpus, parse_cpuset
+from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument
+from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
-from labctl.profile.schema import Profile
-from labctl.dpdk.testpmd import EalOptions, Testpmd, TestpmdOptions, mbuf_budget
+from labctl.lab.plan import LabPlan
 
 if TYPE_CHECKING:
     from labctl.lab.ledger import LabState
 
-GENERATOR_BURST = 32
-GENERATOR_FLOWS = 64
 
-
-def devarg_path(path: Path) -> str:
-    """A path as a DPDK devargs value: commas and '=' would split the argument, so refuse them."""
-    text = str(path)
-    if any(c in text for c in ",= \t\n"):
-        raise WorkloadError(f"socket path {text!r} cannot be passed to DPDK (no ',', '=' or spaces allowed)")
-    return text
-
-
-def lcores_argument(worker_cpusets: list[frozenset[int] | None]) -> str:
-    """DPDK --lcores: lcore 0 (main, mostly asleep) floats on every online CPU; workers follow the pins."""
-    online = online_cpus()
-    parts = [f"0@({format_cpuset(online)})"]
-    for index, cpus in enumerate(worker_cpusets, start=1):
-        parts.append(f"{index}@({format_cpuset(cpus or online)})")
-    return ",".join(parts)
-
-
-def pmd_cpusets(profile: Profile) -> list[frozenset[int] | None]:
-    """One vswitch PMD per CPU of pinning.vhost, or one floating PMD when it is not pinned."""
-    if profile.guest.pinning.vhost is None:
-        return [None]
-    return [frozenset({cpu}) for cpu in sorted(parse_cpuset(profile.guest.pinning.vhost))]
-
-
-@dataclass
-class VswitchConfig:
-    sockets: list[Path]
-    queues: int
-    pmds: list[frozenset[int] | None]
-    packet_size: int
-    file_prefix: str
-    hugepages_dir: Path | None
-    client: bool = False
-
-
-def vswitch_config(profile: Profile, sockets: list[Path], file_prefix: str,
-                   hugepages_dir: Path | None, client: bool = False) -> VswitchConfig:
-    return VswitchConfig(sockets=sockets, queues=max(n.queues for n in profile.guest.nics),
-                         pmds=pmd_cpusets(profile), packet_size=profile.workload.packet_size,
-                         file_prefix=file_prefix, hugepages_dir=hugepages_dir, client=client)
-
-
-def vswitch_testpmd(config: VswitchConfig, log_path: Path, forward_mode: str = "flowgen",
-                    stats_period_s: int | None = None) -> Testpmd:
-    role = ",client=1" if config.client else ""
-    vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={config.queues}{role}"
-             for i, sock in enumerate(config.sockets)]
-    mbufs, memory_mb = mbuf_budget(len(config.sockets), config.queues, 1024, 1024, config.hugepages_dir is not None)
-    eal = EalOptions(file_prefix=config.file_prefix, lcores=lcores_argument(config.pmds), vdevs=vdevs,
-                     memory_mb=memory_mb, hugepages_dir=config.hugepages_dir)
-    extra = [f"--txpkts={config.packet_size}", f"--flowgen-flows={GENERATOR_FLOWS}"] if forward_mode == "flowgen" else []
-    if config.client:
+def vswitch_testpmd(plan: LabPlan, hugepages_dir: Path | None, client: bool = False,
+                    forward_mode: str = "flowgen", stats_period_s: int | None = None) -> Testpmd:
+    """The vswitch of ``plan``: ``client`` (embedded lab) connects to listening guests; otherwise its
+    ports are vhost-user servers that QEMU connects to."""
+    vs = plan.vswitch
+    role = ",client=1" if client else ""
+    vdevs = [f"net_vhost{i},iface={devarg_path(nic.socket)},queues={vs.queues}{role}"
+             for i, nic in enumerate(plan.vhostuser_nics)]
+    eal = EalOptions(file_prefix=f"{plan.file_prefix}-vs", lcores=lcores_argument(list(vs.pmds)), vdevs=vdevs,
+                     memory_mb=vs.memory_mb(hugepages_dir is not None), hugepages_dir=hugepages_dir)
+    extra = [f"--txpkts={vs.packet_size}", f"--flowgen-flows={vs.flows}"] if forward_mode == "flowgen" else []
+    if client:
         # A net_vhost port connects when it is configured: leave that to connect_ports(). The
         # handshake then runs while testpmd answers commands, and its INFO lines and port events,
         # printed by another thread, would split the prompt ("testpmd" ... "> "): keep only warnings.
         extra += ["--disable-device-start", "--mask-event=intr_lsc", "--mask-event=queue_state"]
         eal.log_levels.append("lib.vhost.config:warning")
-    app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(config.pmds), rxq=config.queues,
-                         txq=config.queues, burst=GENERATOR_BURST, total_mbufs=mbufs, extra=extra,
-                         stats_period_s=stats_period_s)
-    return Testpmd("vswitch", eal, app, log_path)
+    app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(vs.pmds), rxq=vs.queues, txq=vs.queues,
+                         burst=vs.burst, total_mbufs=vs.mbufs, extra=extra, stats_period_s=stats_period_s)
+    return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log")
 
 
 UNIX_LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags column

@@ -1,18 +1,18 @@
-"""Render a lab profile to libvirt domain XML with ElementTree (no string formatting of XML)."""
+"""Render a lab plan to libvirt domain XML with ElementTree (no string formatting of XML).
+
+Pure: everything about the lab comes from its :class:`~labctl.lab.plan.LabPlan` (sizes, NICs with their
+MACs, sockets and taps, pins), everything about the host from a :class:`RenderContext`.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from labctl import platform
-from labctl.profile.schema import Nic, Profile
+from labctl.lab.plan import LabPlan, NicPlan
 
 METADATA_NS = "urn:labctl:profile:1"
-RUN_DIR = Path("/run/labctl")
-LOG_DIR = Path("/var/log/labctl")
 
 
 @dataclass(frozen=True)
@@ -23,27 +23,7 @@ class RenderContext:
     kernel: str = "/var/cache/labctl/appliance/vmlinuz"
     initrd: str = "/var/cache/labctl/appliance/initrd.img"
     cmdline: str = "console=ttyS0 labctl.mode=verify"
-    run_dir: Path = RUN_DIR
-    log_dir: Path = LOG_DIR
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
-
-
-def socket_path(profile: Profile, nic_index: int, run_dir: Path = RUN_DIR) -> Path:
-    return run_dir / profile.name / f"vhost-{nic_index}.sock"
-
-
-def tap_name(profile: Profile, nic_index: int) -> str:
-    """A tap device name under the kernel's 15-character limit, stable per profile and NIC."""
-    digest = hashlib.sha1(profile.name.encode()).hexdigest()[:8]
-    return f"lct{digest}n{nic_index}"
-
-
-def serial_log(profile: Profile, log_dir: Path = LOG_DIR) -> Path:
-    return log_dir / profile.name / "serial.log"
-
-
-def needs_shared_memory(profile: Profile) -> bool:
-    return any(nic.backend == "vhostuser" for nic in profile.guest.nics)
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -53,51 +33,47 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return element
 
 
-def _interface(devices: ET.Element, profile: Profile, index: int, nic: Nic, ctx: RenderContext) -> None:
-    from labctl.lab.libvirt.negotiation import nic_mac
-
+def _interface(devices: ET.Element, nic: NicPlan) -> None:
     if nic.backend == "vhostuser":
         iface = _sub(devices, "interface", type="vhostuser")
-        _sub(iface, "source", type="unix", path=str(socket_path(profile, index, ctx.run_dir)), mode="client")
+        _sub(iface, "source", type="unix", path=str(nic.socket), mode="client")
     elif nic.backend == "tap":
         iface = _sub(devices, "interface", type="ethernet")
-        _sub(iface, "target", dev=tap_name(profile, index), managed="yes")
+        _sub(iface, "target", dev=nic.tap, managed="yes")
     else:
         iface = _sub(devices, "interface", type="network")
         _sub(iface, "source", network="default")
-    _sub(iface, "mac", address=nic_mac(profile, index))
+    _sub(iface, "mac", address=nic.mac)
     _sub(iface, "model", type="virtio")
-    driver_attrs = {"queues": str(nic.queues), "rx_queue_size": str(nic.rx_queue_size),
-                    "tx_queue_size": str(nic.tx_queue_size)}
+    driver_attrs = {"queues": str(nic.queues), "rx_queue_size": str(nic.rx_ring), "tx_queue_size": str(nic.tx_ring)}
     if nic.backend != "vhostuser":
         # no /dev/vhost-net on these hosts: QEMU's userspace virtio backend
         driver_attrs = {"name": "qemu", **driver_attrs}
     _sub(iface, "driver", **driver_attrs)
-    _sub(iface, "alias", name=f"ua-labctl-nic{index}")
+    _sub(iface, "alias", name=f"ua-labctl-nic{nic.index}")
 
 
-def cmdline_for(profile: Profile, ctx: RenderContext) -> str:
+def cmdline_for(plan: LabPlan, ctx: RenderContext) -> str:
     parts = [ctx.cmdline, *ctx.extra_cmdline]
-    if ctx.domain_type == "qemu" and needs_shared_memory(profile) and platform.TCG_VHOSTUSER_CMDLINE not in parts:
+    if ctx.domain_type == "qemu" and plan.needs_shared_memory and platform.TCG_VHOSTUSER_CMDLINE not in parts:
         parts.append(platform.TCG_VHOSTUSER_CMDLINE)  # TCG only, never on KVM (see labctl.platform)
     return " ".join(p for p in parts if p)
 
 
-def render(profile: Profile, ctx: RenderContext | None = None) -> str:
+def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
     ctx = ctx or RenderContext()
-    guest = profile.guest
     ET.register_namespace("labctl", METADATA_NS)
     domain = ET.Element("domain", {"type": ctx.domain_type})
-    _sub(domain, "name", profile.domain_name)
+    _sub(domain, "name", plan.domain_name)
     metadata = _sub(domain, "metadata")
-    ET.SubElement(metadata, f"{{{METADATA_NS}}}profile", {"name": profile.name, "backend": profile.backend})
-    _sub(domain, "memory", str(guest.memory_mib), unit="MiB")
-    _sub(domain, "vcpu", str(guest.vcpus), placement="static")
+    ET.SubElement(metadata, f"{{{METADATA_NS}}}profile", {"name": plan.name, "backend": plan.lab})
+    _sub(domain, "memory", str(plan.memory_mib), unit="MiB")
+    _sub(domain, "vcpu", str(plan.vcpus), placement="static")
 
-    shared = needs_shared_memory(profile)
-    if guest.hugepages or shared:
+    shared = plan.needs_shared_memory
+    if plan.hugepages or shared:
         backing = _sub(domain, "memoryBacking")
-        if guest.hugepages:
+        if plan.hugepages:
             pages = _sub(backing, "hugepages")
             _sub(pages, "page", size="2048", unit="KiB")
         else:
@@ -105,7 +81,7 @@ def render(profile: Profile, ctx: RenderContext | None = None) -> str:
         if shared:
             _sub(backing, "access", mode="shared")
 
-    pin = guest.pinning
+    pin = plan.pins
     if pin.vcpus or pin.emulator:
         cputune = _sub(domain, "cputune")
         for vcpu in sorted(pin.vcpus):
@@ -117,7 +93,7 @@ def render(profile: Profile, ctx: RenderContext | None = None) -> str:
     _sub(os_el, "type", "hvm", arch="x86_64", machine="pc")
     _sub(os_el, "kernel", ctx.kernel)
     _sub(os_el, "initrd", ctx.initrd)
-    _sub(os_el, "cmdline", cmdline_for(profile, ctx))
+    _sub(os_el, "cmdline", cmdline_for(plan, ctx))
     features = _sub(domain, "features")
     _sub(features, "acpi")
     if ctx.domain_type == "kvm":
@@ -130,10 +106,10 @@ def render(profile: Profile, ctx: RenderContext | None = None) -> str:
     _sub(domain, "on_crash", "destroy")
 
     devices = _sub(domain, "devices")
-    for index, nic in enumerate(guest.nics):
-        _interface(devices, profile, index, nic, ctx)
+    for nic in plan.nics:
+        _interface(devices, nic)
     serial = _sub(devices, "serial", type="file")
-    _sub(serial, "source", path=str(serial_log(profile, ctx.log_dir)))
+    _sub(serial, "source", path=str(plan.dirs.serial_log))
     _sub(serial, "target", port="0")
     _sub(devices, "memballoon", model="none")
 

@@ -167,3 +167,11 @@ def stop_network(uri: str, name: str) -> None:
     except libvirt.libvirtError as exc:
         if exc.get_error_code() != libvirt.VIR_ERR_NO_NETWORK:
             raise HypervisorError(f"network {name}: {_message(exc)}") from None
+
+
+def network_active(uri: str, name: str) -> bool:
+    conn = connect(uri)
+    try:
+        return bool(conn.networkLookupByName(name).isActive())
+    except libvirt.libvirtError:
+        return False

@@ -11,17 +11,19 @@ from typing import Any, Callable
 from labctl import platform
 from labctl import signals
 from labctl.lab.libvirt import hypervisor
-from labctl.lab.libvirt.domxml import RenderContext, render, serial_log, socket_path, tap_name
+from labctl.events import OnEvent, notify
+from labctl.lab.libvirt.domxml import RenderContext, render
+from labctl.lab.plan import LabPlan, derive
 from labctl.errors import HypervisorError, LabError, UserError
 from labctl.host.facts import kvm_status
 from labctl.lab.libvirt.negotiation import compare_nics
-from labctl.host.paths import log_dir, run_dir
 from labctl.signals import stoppable
-from labctl.lab.pins import dpdk_worker_pins, pin_mismatches, qemu_pid, qemu_thread_pins, requested_pins
+from labctl.host.threads import dpdk_worker_pins, qemu_pid, qemu_thread_pins
+from labctl.lab.pins import pin_mismatches
 from labctl.profile.load import LoadedProfile
 from labctl.profile.schema import Profile
 from labctl.lab.ledger import LabState, all_states, locked, teardown
-from labctl.lab.embedded.vswitch import start_recorded, vswitch_config, vswitch_testpmd
+from labctl.lab.embedded.vswitch import start_recorded, vswitch_testpmd
 
 
 
@@ -43,45 +45,46 @@ class UpResult:
         return dict(self.__dict__)
 
 
-def render_context(profile: Profile, uri: str, cmdline: str | None = None, appliance: Any = None) -> RenderContext:
+def render_context(uri: str, cmdline: str | None = None, appliance: Any = None) -> RenderContext:
     kvm = kvm_status()
     extra: dict[str, Any] = {}
     if appliance is not None:
         extra = {"kernel": str(appliance.kernel), "initrd": str(appliance.initrd)}
     if cmdline is not None:
         extra["cmdline"] = cmdline
-    return RenderContext(domain_type=hypervisor.domain_type_for(uri, kvm.usable), run_dir=run_dir(),
-                         log_dir=log_dir(), **extra)
+    return RenderContext(domain_type=hypervisor.domain_type_for(uri, kvm.usable), **extra)
 
 
 def render_profile(profile: Profile, uri: str | None = None) -> str:
-    return render(profile, render_context(profile, uri or profile.libvirt_uri))
+    return render(derive(profile), render_context(uri or profile.libvirt_uri))
 
 
-def _appliance_cmdline(profile: Profile, appliance: Any, mode: str) -> str:
-    from labctl.lab.libvirt.negotiation import nic_mac
-
-    macs = ",".join(nic_mac(profile, i) for i in range(len(profile.guest.nics)))
+def appliance_cmdline(plan: LabPlan, appliance: Any, mode: str) -> str:
+    """The guest's kernel command line: ``verify`` reports the NICs; ``workload`` runs the plan's guest
+    forwarder (the same testpmd application arguments as the embedded lab's) for the plan's duration."""
+    macs = ",".join(nic.mac for nic in plan.nics)
     if mode == "verify":
         return appliance.cmdline("verify", macs=macs)
-    w = profile.workload
-    queues = max(n.queues for n in profile.guest.nics)
-    return appliance.cmdline("workload", macs=macs, fwd=w.mode if w.mode != "noisy" else "io", burst=w.burst,
-                             rxd=w.rxd, txd=w.txd, rxq=queues, txq=queues, duration=int(w.duration_s))
+    return appliance.cmdline("workload", macs=macs, testpmd=",".join(plan.forwarder.options().argv()),
+                             duration=int(plan.duration_s))
 
 
 def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot_timeout_s: float = 300.0,
-       on_phase: Callable[[str], None] | None = None) -> UpResult:
+       on_event: OnEvent | None = None) -> UpResult:
     """Define and start the guest; on a real hypervisor boot the appliance and report what it got."""
     profile = loaded.profile
-    phase = on_phase or (lambda _p: None)
     if profile.backend != "libvirt":
         raise UserError(f"{loaded.source}: backend: embedded profiles have no domain to bring up "
                         "(allowed: libvirt; use `labctl run` for embedded)")
     if mode not in ("verify", "workload"):
         raise UserError(f"--mode {mode}: not a boot mode (allowed: verify, workload)")
+
+    def phase(text: str) -> None:
+        notify(on_event, "phase", lab=profile.name, message=text)
+
     uri = uri or profile.libvirt_uri
     real = not uri.startswith("test:")
+    plan = derive(profile)
     appliance = None
     if real:
         from labctl.lab.libvirt.appliance import build as appliance_mod
@@ -90,17 +93,17 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
         if appliance is None:
             phase("building the workload appliance (first use; cached afterwards)")
             appliance = appliance_mod.build()
-    ctx = render_context(profile, uri, _appliance_cmdline(profile, appliance, mode) if appliance else None, appliance)
-    xml = render(profile, ctx)
+    ctx = render_context(uri, appliance_cmdline(plan, appliance, mode) if appliance else None, appliance)
+    xml = render(plan, ctx)
     with stoppable(), locked(profile.name) as state:
         if state.find("domain") or hypervisor.lookup(uri, profile.domain_name) is not None:
             raise UserError(f"{profile.name}: already up on {uri} (run `labctl down {loaded.source}` first)")
         state.info.update({"profile": profile.name, "source": loaded.source, "uri": uri,
-                           "domain_type": ctx.domain_type, "pins_requested": requested_pins(profile),
+                           "domain_type": ctx.domain_type, "pins_requested": plan.pins.requested(),
                            "mode": mode})
         state.save()
         try:
-            result = _create(state, profile, uri, xml, ctx, real, boot_timeout_s, phase)
+            result = _create(state, plan, uri, xml, ctx, real, boot_timeout_s, phase)
         except BaseException:
             teardown(state)
             raise
@@ -111,39 +114,38 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
     return result
 
 
-def _create(state: LabState, profile: Profile, uri: str, xml: str, ctx: RenderContext, real: bool,
+def _create(state: LabState, plan: LabPlan, uri: str, xml: str, ctx: RenderContext, real: bool,
             boot_timeout_s: float, phase: Callable[[str], None]) -> UpResult:
-    lab_run = ctx.run_dir / profile.name
-    state.record("dir", str(lab_run))
-    lab_run.mkdir(parents=True, exist_ok=True)
-    (ctx.log_dir / profile.name).mkdir(parents=True, exist_ok=True)
-    serial = serial_log(profile, ctx.log_dir)
+    state.record("dir", str(plan.dirs.run))
+    plan.dirs.run.mkdir(parents=True, exist_ok=True)
+    plan.dirs.log.mkdir(parents=True, exist_ok=True)
+    serial = plan.dirs.serial_log
     serial.unlink(missing_ok=True)
     vswitch_pid = None
     if real:
-        if any(n.backend == "network" for n in profile.guest.nics):
+        if any(n.backend == "network" for n in plan.nics):
             state.record("network", "default", uri=uri, started=False)
             if hypervisor.ensure_network(uri, "default"):
                 state.update(state.find("network")[0], started=True)
             else:
                 state.forget(state.find("network")[0])  # it was running before labctl: not ours to stop
-        for index, nic in enumerate(profile.guest.nics):
-            if nic.backend == "tap":
-                state.record("tap", tap_name(profile, index))
-        if any(n.backend == "vhostuser" for n in profile.guest.nics):
+        for nic in plan.nics:
+            if nic.tap is not None:
+                state.record("tap", nic.tap)
+        if plan.vhostuser_nics:
             phase("starting the vswitch (vhost-user servers)")
-            vswitch_pid = _start_vswitch(state, profile, ctx)
-    state.record("domain", profile.domain_name, uri=uri)
-    phase(f"defining and starting {profile.domain_name}")
+            vswitch_pid = _start_vswitch(state, plan)
+    state.record("domain", plan.domain_name, uri=uri)
+    phase(f"defining and starting {plan.domain_name}")
     started = time.monotonic()
     dom = hypervisor.define_and_start(uri, xml)
     pins: dict[str, Any] = {"requested": state.info["pins_requested"]}
     if real:
-        pins["applied"] = read_applied_pins(profile.domain_name, dom, vswitch_pid)
+        pins["applied"] = read_applied_pins(plan.domain_name, dom, vswitch_pid)
         state.info["pins_applied"] = pins["applied"]
         state.save()
         pins["mismatches"] = pin_mismatches(pins["requested"], pins["applied"])
-    result = UpResult(profile.name, profile.domain_name, uri, ctx.domain_type, hypervisor.domain_state(dom),
+    result = UpResult(plan.name, plan.domain_name, uri, ctx.domain_type, hypervisor.domain_state(dom),
                       pins=pins, serial_log=str(serial) if real else None)
     if real:
         phase(f"waiting for the guest's report on {serial}")
@@ -151,7 +153,7 @@ def _create(state: LabState, profile: Profile, uri: str, xml: str, ctx: RenderCo
         result.boot_s = time.monotonic() - started
         if report.errors:
             result.warnings.extend(f"guest: {e.get('stage')}: {e.get('message')}" for e in report.errors)
-        result.nics = compare_nics(profile, report.nics)
+        result.nics = compare_nics(plan, report.nics)
         final = report.final_stats
         if final:
             result.workload = final
@@ -162,18 +164,16 @@ def _create(state: LabState, profile: Profile, uri: str, xml: str, ctx: RenderCo
     return result
 
 
-def _start_vswitch(state: LabState, profile: Profile, ctx: RenderContext) -> int:
+def _start_vswitch(state: LabState, plan: LabPlan) -> int:
     """The host side of the vhost-user NICs; sockets handed to QEMU's group with mode 0660."""
     import grp
 
-    nics = [i for i, n in enumerate(profile.guest.nics) if n.backend == "vhostuser"]
-    sockets = [socket_path(profile, i, ctx.run_dir) for i in nics]
+    sockets = [nic.socket for nic in plan.vhostuser_nics]
     for sock in sockets:
         state.record("path", str(sock))
     # verify: drain whatever the guest sends; workload: generate and sink traffic (flowgen)
     mode = "flowgen" if state.info.get("mode") == "workload" else "rxonly"
-    vswitch = vswitch_testpmd(vswitch_config(profile, sockets, f"labctl-{profile.name}-vs", None),
-                              ctx.log_dir / profile.name / "vswitch.log", forward_mode=mode, stats_period_s=10)
+    vswitch = vswitch_testpmd(plan, None, forward_mode=mode, stats_period_s=10)
     pid = start_recorded(state, vswitch, daemon=True)  # outlives labctl; `labctl down` stops it
     vswitch.wait_paths(sockets)
     try:

@@ -1,0 +1,350 @@
+"""The library face of labctl: everything a face (the CLI, the TUI, the fleet) may call.
+
+Each function checks its arguments first (a :class:`~labctl.errors.UserError` names the field and the
+allowed values, before anything is created), does the work, and reports progress through one callback,
+``on_event(Event)`` (see :mod:`labctl.events`). Work that creates resources runs in a cancel scope
+(:mod:`labctl.signals`): pass ``scope=CancelScope()`` and call ``scope.cancel()`` from another thread to
+stop it cleanly (the trial in flight is torn down; a sweep stays resumable); SIGTERM does the same.
+
+Nothing below this module imports :mod:`advisor`; the advice, the pinning plan and the adaptive search
+are reached through here.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterable
+
+from labctl import signals
+from labctl.errors import ProfileError, Problem, UserError
+from labctl.events import Event, OnEvent, notify
+from labctl.host.paths import can_create
+from labctl.profile.load import LoadedProfile, load_profile, validate_data
+from labctl.results.record import Metrics, TrialRecord
+from labctl.results.store import Store
+from labctl.signals import CancelScope
+
+__all__ = [
+    "Event", "OnEvent", "CancelScope", "Validation", "Doctor", "DEFAULT_DB",
+    "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image",
+    "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
+    "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
+    "report_metrics", "check_budget",
+]
+
+DEFAULT_DB = Path("labctl.db")
+
+
+# --- profiles -----------------------------------------------------------------------------------------
+
+def parse_overrides(assignments: Iterable[str] | None) -> dict[str, Any]:
+    """``["guest.nics.*.queues=2", ...]`` (the CLI's ``--set``) as knob -> value."""
+    from labctl.profile.knobs import parse_assignment
+
+    return dict(parse_assignment(text) for text in assignments or [])
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> LoadedProfile:
+    """Read, parse and validate one profile (``overrides``: knob -> value applied first)."""
+    return load_profile(path, overrides or None)
+
+
+@dataclass
+class Validation:
+    path: Path
+    loaded: LoadedProfile | None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.loaded is not None
+
+
+def validate(paths: Iterable[str | Path]) -> list[Validation]:
+    """Validate each profile; the problems of an invalid one, the warnings of a valid one."""
+    out = []
+    for path in map(Path, paths):
+        try:
+            loaded = load_profile(path)
+        except ProfileError as exc:
+            out.append(Validation(path, None, list(exc.problems)))
+            continue
+        out.append(Validation(path, loaded, list(loaded.warnings)))
+    return out
+
+
+def render(loaded: LoadedProfile, uri: str | None = None) -> str:
+    """The libvirt domain XML of a profile."""
+    from labctl.lab.libvirt.lifecycle import render_profile
+
+    return render_profile(loaded.profile, uri)
+
+
+# --- libvirt labs -------------------------------------------------------------------------------------
+
+def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", timeout_s: float = 300.0,
+       on_event: OnEvent | None = None, scope: CancelScope | None = None):
+    """Define and start the profile's guest; returns requested vs negotiated per NIC and the pins."""
+    from labctl.lab.libvirt.lifecycle import up as lab_up
+
+    if not 1 <= timeout_s <= 3600:
+        raise UserError(f"--timeout {timeout_s:g}: out of range (allowed: 1..3600 seconds)")
+    with signals.stoppable(scope):
+        return lab_up(loaded, uri, mode, timeout_s, on_event)
+
+
+@dataclass
+class DownResult:
+    name: str
+    removed: list[str]
+
+
+def down(target: str, uri: str | None = None) -> DownResult:
+    """Remove everything labctl created for a lab (a profile file or a lab name); idempotent."""
+    from labctl.lab.libvirt.lifecycle import down as lab_down, lab_name_of
+
+    name = lab_name_of(target)
+    if uri is None and target.endswith((".yaml", ".yml")):
+        profile = load_profile(target).profile
+        uri = profile.libvirt_uri if profile.backend == "libvirt" else None
+    return DownResult(name, lab_down(name, uri))
+
+
+def status(uri: str | None = None) -> list[dict[str, Any]]:
+    """The labs labctl has up, with requested vs applied pins and negotiated NICs."""
+    from labctl.lab.libvirt.lifecycle import status as lab_status
+
+    return lab_status(uri)
+
+
+def build_image(force: bool = False, on_event: OnEvent | None = None):
+    """Build (or find cached) the workload appliance the libvirt lab boots."""
+    from labctl.lab.libvirt.appliance import build as appliance
+
+    return appliance.build(force=force, progress=lambda text: notify(on_event, "note", message=text))
+
+
+# --- measuring ----------------------------------------------------------------------------------------
+
+def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelScope | None = None) -> TrialRecord:
+    """One trial of an embedded profile: warm-up, measurement window, teardown."""
+    from labctl.measure.trial import run_trial
+
+    with signals.stoppable(scope):
+        return run_trial(loaded, on_event=on_event)
+
+
+def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None = None, resume: bool = False,
+          steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None):
+    """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
+    from labctl.measure.sweep import run_sweep
+
+    with signals.stoppable(scope):
+        return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event)
+
+
+def check_budget(budget: int) -> None:
+    if budget < 1:
+        raise UserError(f"--budget {budget}: out of range (allowed: 1 or more trials)")
+
+
+def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEFAULT_DB,
+         on_event: OnEvent | None = None, scope: CancelScope | None = None):
+    """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored."""
+    from advisor.search import space_from_profile, tune as search
+    from labctl.measure.session import open_session
+    from labctl.measure.sweep import base_data
+    from labctl.measure.trial import run_trial
+    from labctl.profile.knobs import with_knobs
+
+    check_budget(budget)
+    if loaded.profile.backend != "embedded":
+        raise UserError(f"{loaded.source}: backend: {loaded.profile.backend} profiles cannot be tuned yet "
+                        "(allowed: embedded)")
+    space = space_from_profile(loaded.profile)
+    base = base_data(loaded)
+    with signals.stoppable(scope), open_session(db, loaded.profile.name, base, [], on_event=on_event) as session:
+
+        def evaluate(config: dict[str, Any]) -> TrialRecord:
+            trial = validate_data(with_knobs(copy.deepcopy(base), config), loaded.source)
+            with session.trial():
+                record = run_trial(trial, on_event=on_event)
+            session.add(record, entry={"config": config})
+            return record
+
+        def step(item: Any) -> None:
+            notify(on_event, "step", run_id=session.run_id, done=item.step, total=budget, data=item)
+
+        return search(space, evaluate, budget, seed, on_step=step)
+
+
+def replay(path: str | Path, budget: int, seed: int = 0):
+    """The same adaptive search against recorded trials (JSONL), for judging it offline."""
+    from advisor.search import replay as replay_search
+
+    check_budget(budget)
+    return replay_search(Path(path), budget, seed)
+
+
+# --- results ------------------------------------------------------------------------------------------
+
+def _store(db: str | Path) -> Store:
+    db = Path(db)
+    if not db.exists():
+        raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
+    return Store(db)
+
+
+def check_writable(out: Path, option: str = "--out") -> None:
+    """``out`` must name a file in an existing, writable directory (checked before any work)."""
+    if not can_create(out):
+        raise UserError(f"{option} {out}: cannot write there (allowed: a file in an existing writable directory)")
+
+
+def runs(db: str | Path) -> list[dict[str, Any]]:
+    """Every run of the store, oldest first, with its trial counts."""
+    with _store(db) as store:
+        return store.runs()
+
+
+def trials(db: str | Path, run: int | None = None, status: str | None = "ok") -> tuple[int, list[TrialRecord]]:
+    """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run."""
+    with _store(db) as store:
+        run_id = run if run is not None else store.latest_run_id()
+        if run_id is None:
+            raise UserError(f"--db {db}: holds no runs")
+        store.run(run_id)  # UnknownRunError for a bad id
+        return run_id, store.trials(run_id, status=status)
+
+
+def report_metrics() -> list[str]:
+    """The scalar metrics a report or plot can summarise."""
+    return [k for k, f in Metrics.model_fields.items() if f.annotation in (float | None, int | None)]
+
+
+def _check_metric(metric: str) -> None:
+    allowed = report_metrics()
+    if metric not in allowed:
+        raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(allowed)})")
+
+
+def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str = "mpps"):
+    """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes."""
+    from labctl.analysis.report import build_report
+
+    _check_metric(metric)
+    run_id, records = trials(db, run)
+    return build_report(records, by, run_id, metric)
+
+
+def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> str:
+    """A report as ``table``, ``md``, ``csv`` or ``json``; with ``terminal_plot`` a bar chart under a table."""
+    from labctl.analysis.renderers import render as render_as, render_terminal_plot
+
+    text = render_as(result, fmt)
+    if fmt == "table" and terminal_plot and len(result.rows) > 1:
+        text += "\n" + render_terminal_plot(result)
+    return text
+
+
+def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
+         metric: str = "mpps") -> Path:
+    """A PNG of medians with 95% intervals against one knob, one series per combination of the others."""
+    from labctl.analysis.plot import plot_report
+    from labctl.analysis.report import build_report
+
+    out = Path(out)
+    if out.suffix.lower() != ".png":
+        raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
+    check_writable(out)
+    _check_metric(metric)
+    run_id, records = trials(db, run)
+    return plot_report(build_report(records, by, run_id, metric), out)
+
+
+def import_trials(file: str | Path, db: str | Path = DEFAULT_DB, name: str | None = None) -> tuple[int, int]:
+    """Load trials from JSON lines into the store as one run, all or nothing: (run id, count)."""
+    from labctl.results.interchange import import_jsonl, read_jsonl
+
+    read_jsonl(file)  # every line checked before the store is opened (or created)
+    with Store(db) as store:
+        return import_jsonl(store, file, name)
+
+
+EXPORT_FORMATS = ("jsonl", "csv")
+
+
+def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl", run: int | None = None) -> int:
+    """Write trials as JSON lines (the import format) or CSV; returns how many."""
+    from labctl.results.interchange import export_csv, export_jsonl
+
+    if fmt not in EXPORT_FORMATS:
+        raise UserError(f"--format {fmt}: not an export format (allowed: {', '.join(EXPORT_FORMATS)})")
+    if isinstance(out, (str, Path)):
+        check_writable(Path(out))
+    writer = export_jsonl if fmt == "jsonl" else export_csv
+    with _store(db) as store:
+        if run is not None:
+            store.run(run)
+        return writer(store, out, run)
+
+
+# --- advice -------------------------------------------------------------------------------------------
+
+def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float | None = None):
+    """Recommendations per knob from a run's trials, with evidence; refusals where the data cannot tell."""
+    from advisor.recommend import DEFAULT_MAX_LOSS, advise as make_advice
+
+    _run_id, records = trials(db, run, status=None)
+    return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss)
+
+
+def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
+                 max_loss: float | None = None) -> list[str]:
+    """Write ``out``: the profile with the advice applied (validated by reading it back); returns notes."""
+    from advisor.recommend import write_tuned  # advisor.apply after the advisor split
+
+    check_writable(Path(out))
+    return write_tuned(profile, advise(db, run, max_loss), out)
+
+
+def plan(profile: str | Path):
+    """A pinning plan and first settings from this host's topology, before any measurement."""
+    from advisor.plan import pinning_plan
+    from labctl.host.facts import gather
+
+    return pinning_plan(gather(), load_profile(profile).profile)
+
+
+# --- host ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Doctor:
+    facts: Any
+    steadiness: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.facts.to_dict()
+        if self.steadiness is not None:
+            data["steadiness"] = self.steadiness.to_dict()
+        return data
+
+
+def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,
+           scope: CancelScope | None = None) -> Doctor:
+    """What this host can do (CPUs, NUMA, hugepages, KVM, versions, lab backends), and optionally how
+    steady its own speed is (``steadiness_s`` seconds of probing)."""
+    from labctl.host.facts import gather
+    from labctl.host.steadiness import check_arguments, probe
+
+    if steadiness_s is not None:
+        check_arguments(steadiness_s)  # bad input fails before any work
+    result = Doctor(gather())
+    if steadiness_s is not None:
+        notify(on_event, "note", message=f"steadiness: probing the host for {steadiness_s:g} s")
+        with signals.stoppable(scope):
+            result.steadiness = probe(steadiness_s)
+        notify(on_event, "steadiness", data=result.steadiness, message=result.steadiness.describe())
+    return result

@@ -1,0 +1,112 @@
+"""Commands about labs: validate, render, up, down, status, image build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from labctl import api
+from labctl.cli.output import phase_printer, print_json, say
+
+URI = typer.Option(None, help="libvirt URI (default: the profile's)")
+SET = typer.Option(None, "--set", help="KNOB=VALUE, repeatable")
+
+
+def validate(files: List[Path] = typer.Argument(..., help="lab profiles (YAML)")) -> None:
+    """Check profiles: prints `FILE: ok` or one line per problem (exit 2)."""
+    failed = False
+    for result in api.validate(files):
+        for problem in result.problems:
+            say(problem.render(str(result.path)))
+        if result.ok:
+            typer.echo(f"{result.path}: ok")
+        else:
+            failed = True
+    if failed:
+        raise typer.Exit(2)
+
+
+def render(file: Path, uri: Optional[str] = URI, set_: Optional[List[str]] = SET) -> None:
+    """Print the libvirt domain XML for a profile."""
+    typer.echo(api.render(api.load(file, api.parse_overrides(set_)), uri), nl=False)
+
+
+def up(file: Path, uri: Optional[str] = URI,
+       mode: str = typer.Option("verify", help="verify: report the NICs and power off; workload: run testpmd"),
+       timeout: float = typer.Option(300.0, help="seconds to wait for the guest's report"),
+       as_json: bool = typer.Option(False, "--json", help="print one JSON document")) -> None:
+    """Define and start the profile's guest; print requested vs negotiated per NIC."""
+    result = api.up(api.load(file), uri, mode, timeout, None if as_json else phase_printer)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    for warning in result.warnings:
+        say(f"warning: {warning}")
+    boot = f", report after {result.boot_s:.1f} s" if result.boot_s else ""
+    typer.echo(f"{result.domain}: {result.state} on {result.uri} (domain type {result.domain_type}{boot})")
+    for nic in result.nics:
+        req, neg = nic["requested"], nic["negotiated"] or {}
+        typer.echo(f"nic{nic['index']} {req['backend']:<9} {neg.get('ifname') or '?':<5} "
+                   f"queues {req['queues']}->{neg.get('queues')}  rx {req['rx_ring']}->{neg.get('rx_ring')}  "
+                   f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
+        for reason in nic["differences"]:
+            typer.echo(f"     {reason}")
+    if result.workload:
+        w = result.workload
+        rate = w["tx_packets"] / w["t"] / 1e6 if w.get("t") else 0.0
+        tcg = ", TCG" if result.domain_type == "qemu" else ""
+        typer.echo(f"guest forwarder: {w['rx_packets']} packets in, {w['tx_packets']} out, {w['tx_dropped']} "
+                   f"TX-dropped in {w.get('t', 0):.1f} s (~{rate:.2f} Mpps{tcg})")
+    applied = result.pins.get("applied") or {}
+    threads = applied.get("threads") or {}
+    if threads:
+        typer.echo(f"pins: vcpus {threads.get('vcpus')} emulator {threads.get('emulator')} "
+                   f"vswitch {applied.get('vswitch') or '-'}")
+    for problem in result.pins.get("mismatches") or []:
+        say(f"warning: pin not applied: {problem}")
+
+
+def down(target: str = typer.Argument(..., help="profile file or lab name"),
+         uri: Optional[str] = typer.Option(None, help="libvirt URI, if the state file is gone")) -> None:
+    """Remove everything labctl created for a lab; a second call is a no-op."""
+    result = api.down(target, uri)
+    typer.echo(f"{result.name}: removed {len(result.removed)} resources" if result.removed
+               else f"{result.name}: nothing to remove")
+
+
+def status(uri: Optional[str] = typer.Option(None, help="also list labctl domains on this URI"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the labs labctl has up."""
+    labs = api.status(uri)
+    if as_json:
+        print_json({"labs": labs})
+        return
+    if not labs:
+        typer.echo("no labs are up")
+    for entry in labs:
+        typer.echo(f"{entry['name']}: {entry['state']} ({entry['uri']}, {len(entry['resources'])} resources)")
+
+
+image_app = typer.Typer(help="The workload appliance (kernel + initramfs) the libvirt lab boots.", no_args_is_help=True)
+
+
+@image_app.command("build")
+def image_build(force: bool = typer.Option(False, "--force", help="rebuild even when cached"),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """Build the appliance from Debian packages, cached by content hash."""
+    built = api.build_image(force, None if as_json else phase_printer)
+    info = {"key": built.key, "kernel": str(built.kernel), "initrd": str(built.initrd),
+            "kernel_version": built.kernel_version, "size_bytes": built.size_bytes, "built": built.built}
+    if as_json:
+        print_json(info)
+    else:
+        typer.echo(f"{'built' if built.built else 'cached'}: {built.path} (kernel {built.kernel_version}, "
+                   f"{built.size_bytes / 1e6:.1f} MB)")
+
+
+def register(app: typer.Typer) -> None:
+    for command in (validate, render, up, down, status):
+        app.command()(command)
+    app.add_typer(image_app, name="image")

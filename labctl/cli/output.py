@@ -1,0 +1,64 @@
+"""Printing for the CLI: JSON documents, one-line progress, and the rich progress bar of sweeps."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from labctl.events import Event
+from labctl.profile.knobs import short_label
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def say(text: str) -> None:
+    """A line for the user on standard error (standard output stays for results)."""
+    typer.echo(text, err=True)
+
+
+def phase_printer(event: Event) -> None:
+    """``[setup]``, ``[measure]``, ... and notes, on standard error."""
+    if event.kind == "phase":
+        say(f"[{event.message}]")
+    elif event.kind in ("note", "steadiness"):
+        say(event.message if event.kind == "note" else f"steadiness: {event.message}")
+
+
+def trial_rate(record: Any) -> str:
+    if record is None or record.status != "ok" or record.metrics.mpps is None:
+        return getattr(record, "status", "failed")
+    return f"{record.metrics.mpps:.2f} Mpps"
+
+
+class SweepProgress:
+    """A progress bar (rich) fed by sweep events: run started, each trial stored."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
+                                 console=Console(stderr=True), transient=False)
+        self.task: Any = None
+
+    def __enter__(self) -> "SweepProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "run":
+            self.task = self.progress.add_task(f"run {event.run_id}", total=event.total, completed=event.done or 0,
+                                               last="")
+        elif event.kind == "trial" and self.task is not None:
+            knobs = short_label((event.data or {}).get("config", {}).items(), " ")
+            self.progress.update(self.task, completed=event.done, last=f"last: {knobs} -> {trial_rate(event.record)}")
+        elif event.kind in ("note", "steadiness"):
+            self.progress.console.print(event.message if event.kind == "note" else f"steadiness: {event.message}")

@@ -1,0 +1,58 @@
+"""Commands over the result store: report, plot, import, export."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from labctl import api
+from labctl.cli.output import say
+
+DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
+RUN = typer.Option(None, "--run", help="run id (default: newest)")
+
+
+def report(db: Path = DB, run: Optional[int] = RUN,
+           by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
+           fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
+           metric: str = typer.Option("mpps", "--metric", help="metric to summarize"),
+           plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table")) -> None:
+    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes."""
+    from labctl.analysis.renderers import check_format
+
+    check_format(fmt)
+    typer.echo(api.render_report(api.report(db, run, by, metric), fmt, terminal_plot=plot))
+
+
+def plot(by: str = typer.Option(..., "--by", help="knob on the x axis"),
+         out: Path = typer.Option(..., "--out", help="PNG file to write"),
+         db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
+         metric: str = typer.Option("mpps", "--metric")) -> None:
+    """Plot medians with 95% intervals against one knob, one series per combination of the others."""
+    typer.echo(f"wrote {api.plot(by, out, db, run, metric)}")
+
+
+def import_trials(file: Path, db: Path = DB,
+                  name: Optional[str] = typer.Option(None, "--name", help="name for the imported run")) -> None:
+    """Load trials from JSON lines (other hosts, other labs) into the store, all or nothing."""
+    run_id, count = api.import_trials(file, db, name)
+    typer.echo(f"imported {count} trials as run {run_id} into {db}")
+
+
+def export_trials(db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
+                  fmt: str = typer.Option("jsonl", "--format", help="jsonl | csv"),
+                  out: Optional[Path] = typer.Option(None, "--out", help="file (default: standard output)")) -> None:
+    """Write trials as JSON lines (the import format) or CSV."""
+    count = api.export_trials(db, out if out is not None else sys.stdout, fmt, run)
+    if out is not None:
+        say(f"wrote {count} trials to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)
+    app.command("plot")(plot)
+    app.command("import")(import_trials)
+    app.command("export")(export_trials)

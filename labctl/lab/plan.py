@@ -1,0 +1,242 @@
+"""The lab plan: everything a lab's processes and devices take from its profile, derived once.
+
+``derive(profile)`` turns a validated :class:`~labctl.profile.schema.Profile` into a :class:`LabPlan`:
+per NIC the queues, rings, MAC, vhost-user socket and tap name; the guest forwarder's testpmd settings
+(mode, burst, descriptors clamped to the rings, queues, forwarding cores, mbufs, noisy-neighbour
+options, memory); the vswitch's (queues, PMD cores, mbufs, memory); the requested pins as cpusets.
+Every reader takes its numbers from here and nowhere else:
+
+- the embedded lab's guest forwarder and vswitch (``labctl.lab.embedded``) build their command lines
+  from ``plan.forwarder`` and ``plan.vswitch``;
+- a libvirt guest's appliance runs the *same* forwarder command line inside the guest (its kernel
+  command line carries ``plan.forwarder.options().argv()``), and the host-side vswitch is ``plan.vswitch``;
+- the domain XML (``labctl.lab.libvirt.domxml``) renders ``plan.nics``, the guest's size and its pins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from labctl.dpdk.eal import mbuf_budget
+from labctl.dpdk.testpmd import TestpmdOptions
+from labctl.host import paths
+from labctl.host.cpuset import format_cpuset, parse_cpuset
+from labctl.profile.schema import Nic, Profile
+
+#: The host-side generator: burst and flows of testpmd's flowgen mode (and labgen's defaults).
+GENERATOR_BURST = 32
+GENERATOR_FLOWS = 64
+#: The vswitch's own descriptors: DPDK's default ring of 1024 on net_vhost ports.
+VSWITCH_DESCRIPTORS = 1024
+
+
+def nic_mac(name: str, index: int) -> str:
+    """A stable, locally administered MAC per lab and NIC, so guest interfaces map back to NICs."""
+    digest = hashlib.sha1(name.encode()).digest()
+    return "52:54:{:02x}:{:02x}:{:02x}:{:02x}".format(digest[0], digest[1], digest[2], index)
+
+
+def tap_name(name: str, index: int) -> str:
+    """A tap device name under the kernel's 15-character limit, stable per lab and NIC."""
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"lct{digest}n{index}"
+
+
+@dataclass(frozen=True)
+class LabDirs:
+    """Where one lab keeps its sockets and mounts (``run``) and its logs (``log``)."""
+
+    run: Path
+    log: Path
+
+    @classmethod
+    def of(cls, name: str, run_root: Path | None = None, log_root: Path | None = None) -> "LabDirs":
+        return cls((run_root or paths.run_dir()) / name, (log_root or paths.log_dir()) / name)
+
+    def socket(self, nic_index: int) -> Path:
+        return self.run / f"vhost-{nic_index}.sock"
+
+    @property
+    def serial_log(self) -> Path:
+        return self.log / "serial.log"
+
+    @property
+    def hugetlbfs(self) -> Path:
+        return self.run / "hugetlbfs"
+
+
+@dataclass(frozen=True)
+class NicPlan:
+    index: int
+    backend: str
+    queues: int
+    rx_ring: int
+    tx_ring: int
+    mac: str
+    socket: Path | None  # vhost-user socket (backend vhostuser)
+    tap: str | None  # tap device (backend tap)
+
+    @property
+    def virtqueue_size(self) -> int:
+        """virtio_user has one queue_size for both directions: the larger ring asked for."""
+        return max(self.rx_ring, self.tx_ring)
+
+    def requested(self) -> dict[str, object]:
+        return {"backend": self.backend, "queues": self.queues, "rx_ring": self.rx_ring, "tx_ring": self.tx_ring}
+
+
+@dataclass(frozen=True)
+class ForwarderPlan:
+    """The guest forwarder: one testpmd forwarding between the guest's ports, in the embedded lab as a
+    ``net_virtio_user`` process and in a libvirt guest on the virtio-net PCI devices."""
+
+    mode: str
+    burst: int
+    rxd: int  # workload.rxd, capped at the smallest rx ring: virtio PMDs cap descriptors at the ring size
+    txd: int
+    queues: int
+    cores: int  # forwarding lcores: one per vCPU
+    ports: int
+    noisy: tuple[str, ...]  # testpmd's noisy-neighbour options (mode noisy only)
+    noisy_memory_mb: int
+
+    @property
+    def mbufs(self) -> int:
+        return mbuf_budget(self.ports, self.queues, self.rxd, self.txd)[0]
+
+    def memory_mb(self, hugepages: bool) -> int:
+        """EAL memory: the mbuf pool and headroom, plus noisy mode's lookup memory."""
+        return mbuf_budget(self.ports, self.queues, self.rxd, self.txd, hugepages)[1] + self.noisy_memory_mb
+
+    def options(self, stats_period_s: int | None = None) -> TestpmdOptions:
+        return TestpmdOptions(forward_mode=self.mode, nb_cores=self.cores, rxq=self.queues, txq=self.queues,
+                              rxd=self.rxd, txd=self.txd, burst=self.burst, total_mbufs=self.mbufs,
+                              extra=list(self.noisy), stats_period_s=stats_period_s)
+
+
+@dataclass(frozen=True)
+class VswitchPlan:
+    """The host side of the vhost-user NICs: a testpmd with ``net_vhost`` ports, one PMD per CPU of
+    ``pinning.vhost`` (or one floating PMD), also the traffic generator and sink."""
+
+    ports: int  # vhost-user NICs
+    queues: int
+    pmds: tuple[frozenset[int] | None, ...]
+    packet_size: int
+    burst: int = GENERATOR_BURST
+    flows: int = GENERATOR_FLOWS
+
+    @property
+    def mbufs(self) -> int:
+        return mbuf_budget(self.ports, self.queues, VSWITCH_DESCRIPTORS, VSWITCH_DESCRIPTORS)[0]
+
+    def memory_mb(self, hugepages: bool) -> int:
+        return mbuf_budget(self.ports, self.queues, VSWITCH_DESCRIPTORS, VSWITCH_DESCRIPTORS, hugepages)[1]
+
+
+@dataclass(frozen=True)
+class PinPlan:
+    """Requested pins, as normalised cpusets ("0-1"); ``vcpu_cpus`` per vCPU (None: unpinned)."""
+
+    vcpus: dict[int, str]
+    emulator: str | None
+    vhost: str | None
+    vcpu_cpus: tuple[frozenset[int] | None, ...]
+
+    def requested(self) -> dict[str, object]:
+        return {"vcpus": dict(self.vcpus), "emulator": self.emulator, "vhost": self.vhost}
+
+
+@dataclass(frozen=True)
+class LabPlan:
+    name: str
+    lab: str  # embedded | libvirt
+    domain_name: str
+    vcpus: int
+    memory_mib: int
+    hugepages: bool
+    nics: tuple[NicPlan, ...]
+    forwarder: ForwarderPlan
+    vswitch: VswitchPlan
+    pins: PinPlan
+    dirs: LabDirs
+    packet_size: int
+    warmup_s: float
+    duration_s: float
+
+    @property
+    def file_prefix(self) -> str:
+        """DPDK --file-prefix stem of this lab's processes (``-vs``, ``-guest`` appended)."""
+        return f"labctl-{self.name}"
+
+    @property
+    def vhostuser_nics(self) -> tuple[NicPlan, ...]:
+        return tuple(n for n in self.nics if n.backend == "vhostuser")
+
+    @property
+    def needs_shared_memory(self) -> bool:
+        """vhost-user backends map the guest's memory: it must be shared (memfd or hugepages)."""
+        return bool(self.vhostuser_nics)
+
+    def embedded_hugepage_mb(self) -> int:
+        """2 MiB-page memory both embedded processes need (the vswitch and the guest forwarder)."""
+        return self.vswitch.memory_mb(True) + self.forwarder.memory_mb(True)
+
+
+def noisy_arguments(profile: Profile) -> tuple[str, ...]:
+    if profile.workload.mode != "noisy":
+        return ()
+    n = profile.workload.noisy
+    return (f"--noisy-tx-sw-buffer-size={n.tx_sw_bufsz}", f"--noisy-tx-sw-buffer-flushtime={n.tx_sw_buf_flushtime}",
+            f"--noisy-lkup-memory={n.lkup_memory_mib}", f"--noisy-lkup-num-reads={n.lkup_num_reads}",
+            f"--noisy-lkup-num-writes={n.lkup_num_writes}",
+            f"--noisy-lkup-num-reads-writes={n.lkup_num_reads_writes}")
+
+
+def noisy_memory_mb(profile: Profile) -> int:
+    """noisy mode allocates its lookup memory (and a software TX ring) from DPDK's heap once per
+    port (testpmd 22.11 noisy_fwd_begin)."""
+    if profile.workload.mode != "noisy":
+        return 0
+    noisy = profile.workload.noisy
+    ring_mb = -(-noisy.tx_sw_bufsz * 8 // (1 << 20)) + 1
+    memory_mb = len(profile.guest.nics) * (noisy.lkup_memory_mib + ring_mb)
+    return memory_mb + memory_mb % 2  # whole 2 MiB pages
+
+
+def _nic(profile: Profile, index: int, nic: Nic, dirs: LabDirs) -> NicPlan:
+    return NicPlan(index=index, backend=nic.backend, queues=nic.queues, rx_ring=nic.rx_queue_size,
+                   tx_ring=nic.tx_queue_size, mac=nic_mac(profile.name, index),
+                   socket=dirs.socket(index) if nic.backend == "vhostuser" else None,
+                   tap=tap_name(profile.name, index) if nic.backend == "tap" else None)
+
+
+def _pins(profile: Profile) -> PinPlan:
+    pin = profile.guest.pinning
+    vcpu_cpus = tuple(parse_cpuset(pin.vcpus[i]) if i in pin.vcpus else None for i in range(profile.guest.vcpus))
+    return PinPlan(vcpus={i: format_cpuset(parse_cpuset(c)) for i, c in sorted(pin.vcpus.items())},
+                   emulator=format_cpuset(parse_cpuset(pin.emulator)) if pin.emulator else None,
+                   vhost=format_cpuset(parse_cpuset(pin.vhost)) if pin.vhost else None, vcpu_cpus=vcpu_cpus)
+
+
+def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
+    """The plan of a validated profile (rules already checked: rings and cpusets are valid)."""
+    dirs = dirs or LabDirs.of(profile.name)
+    nics = tuple(_nic(profile, i, nic, dirs) for i, nic in enumerate(profile.guest.nics))
+    w = profile.workload
+    queues = max(n.queues for n in nics)
+    forwarder = ForwarderPlan(mode=w.mode, burst=w.burst, rxd=min(w.rxd, min(n.rx_ring for n in nics)),
+                              txd=min(w.txd, min(n.tx_ring for n in nics)), queues=queues,
+                              cores=profile.guest.vcpus, ports=len(nics), noisy=noisy_arguments(profile),
+                              noisy_memory_mb=noisy_memory_mb(profile))
+    pins = _pins(profile)
+    pmds: tuple[frozenset[int] | None, ...] = (None,) if pins.vhost is None else \
+        tuple(frozenset({cpu}) for cpu in sorted(parse_cpuset(pins.vhost)))
+    vswitch = VswitchPlan(ports=sum(n.backend == "vhostuser" for n in nics), queues=queues, pmds=pmds,
+                          packet_size=w.packet_size)
+    return LabPlan(name=profile.name, lab=profile.backend, domain_name=profile.domain_name,
+                   vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
+                   hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch,
+                   pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s)

@@ -1,0 +1,98 @@
+"""A run in the result store, trial by trial: the lifecycle every measuring command shares.
+
+``sweep`` (a plan of configurations known in advance) and ``tune`` (configurations chosen as results
+come in) both open a :class:`RunSession`: the run is created (or, with ``--resume``, reopened), every
+finished trial is committed before the next one starts, and an exception or signal that ends the run
+early marks the trial in flight ``aborted`` and the run ``aborted`` (resumable); otherwise the run is
+``finished`` (or ``failed`` when a trial failed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from labctl.errors import UserError
+from labctl.events import OnEvent, notify
+from labctl.results.record import TrialRecord
+from labctl.results.store import Store
+
+
+class RunSession:
+    def __init__(self, store: Store, run_id: int, total: int, done_before: int, on_event: OnEvent | None):
+        self.store = store
+        self.run_id = run_id
+        self.total = total
+        self.done_before = done_before
+        self.on_event = on_event
+        self.ok = 0
+        self.failed = 0
+        self.trial_ids: list[int] = []
+        self.started = time.monotonic()
+        self._in_flight: int | None = None
+
+    @property
+    def done(self) -> int:
+        return self.done_before + len(self.trial_ids)
+
+    @contextlib.contextmanager
+    def trial(self, seq: int | None = None) -> Iterator[None]:
+        """Around one trial: if it is interrupted, its plan entry is stored as ``aborted``."""
+        self._in_flight = seq
+        try:
+            yield
+        except BaseException:
+            self.store.mark_aborted(self.run_id, seq)
+            raise
+        finally:
+            self._in_flight = None
+
+    def add(self, record: TrialRecord, seq: int | None = None, entry: dict[str, Any] | None = None) -> int:
+        """Commit a finished trial (status ok or failed) and report it."""
+        record.run_id = self.run_id
+        trial_id = self.store.add_trial(record, seq)
+        record.id = trial_id
+        self.trial_ids.append(trial_id)
+        if record.status == "ok":
+            self.ok += 1
+        else:
+            self.failed += 1
+        notify(self.on_event, "trial", run_id=self.run_id, record=record, done=self.done,
+               total=self.total or None, data=entry, elapsed_s=time.monotonic() - self.started)
+        return trial_id
+
+
+def find_resumable(store: Store, name: str) -> int:
+    """The newest unfinished (running or aborted) run of profile ``name``."""
+    for run in reversed(store.runs()):
+        if run["profile_name"] == name and run["status"] in ("running", "aborted"):
+            return int(run["id"])
+    raise UserError(f"--resume: no unfinished run of profile {name} in {store.path} (allowed: start a new sweep)")
+
+
+@contextlib.contextmanager
+def open_session(db_path: str | Path, name: str, base: dict[str, Any] | None = None,
+                 plan: list[dict[str, Any]] | None = None, resume: bool = False,
+                 on_event: OnEvent | None = None) -> Iterator[RunSession]:
+    """Create the run (``base`` profile data and ``plan``), or reopen the newest unfinished run of
+    ``name`` (``resume``); yield its session; close the run as finished, failed or aborted."""
+    with Store(db_path) as store:
+        if resume:
+            run_id = find_resumable(store, name)
+            stored = store.run(run_id)
+            store.reopen_run(run_id)
+            total = len(stored["plan"])
+            done_before = total - len(store.missing_plan(run_id))
+        else:
+            run_id = store.create_run(name, base or {}, plan or [])
+            total, done_before = len(plan or []), 0
+        session = RunSession(store, run_id, total, done_before, on_event)
+        notify(on_event, "run", run_id=run_id, total=total or None, done=done_before, lab=name)
+        try:
+            yield session
+        except BaseException:
+            store.finish_run(run_id, "aborted")
+            raise
+        store.finish_run(run_id, "finished" if session.failed == 0 else "failed")
