@@ -348,7 +348,8 @@ def advise(db: Path = DB_OPTION, run: Optional[int] = typer.Option(None, "--run"
         raise UserError("--apply needs --out TUNED.yaml (the file to write)")
     if out is not None:
         _writable_out(out)
-    from advisor.recommend import advise as make_advice, trials_from_store, write_tuned
+    from advisor.apply import write_tuned
+    from advisor.recommend import advise as make_advice, trials_from_store
 
     if not db.exists():
         raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
