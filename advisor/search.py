@@ -53,7 +53,7 @@ from labctl.errors import UserError
 from labctl.results.record import TrialRecord
 
 from labctl.analysis import statistics
-from advisor.recommend import knob_groups
+from advisor.knobs import knob_groups
 
 __all__ = ["Evaluate", "Step", "SearchResult", "ReplayEvaluator", "tune", "replay", "space_from_profile",
            "CONFIRM_SHARE", "STARTUP_SHARE", "RACE_SIZE", "PATIENCE", "CONVERGED_REPEATS"]
@@ -364,7 +364,7 @@ class ReplayEvaluator:
     configuration (a shuffled deck per configuration, reshuffled when used up, seeded), returning its
     Mpps, or None for a failed repeat or a configuration that was never recorded.
 
-    ``space`` is the recorded sweep space (:func:`advisor.recommend.knob_space`): tuning knob ->
+    ``space`` is the recorded sweep space (:func:`advisor.knobs.knob_space`): tuning knob ->
     values; NIC fields set alike on every NIC appear as ``guest.nics.*.FIELD`` and pinning layouts as
     ``guest.pinning`` dicts. Trials that differ in a condition (packet size, ...) or environment (host)
     cannot be replayed as one grid: UserError."""

@@ -1,35 +1,20 @@
-"""Known-answer tests of the advisor (advisor.recommend) on planted data sets, and of the pinning plan
-(advisor.plan) on hand-made host topologies."""
+"""Known-answer tests of the advisor (advisor.recommend) on planted data sets and recorded grids."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import yaml
 
 from advisor import datasets
-from advisor.plan import apply_plan, pinning_plan
-from advisor.recommend import (
-    DEFAULT_MAX_LOSS,
-    Advice,
-    advise,
-    apply_advice,
-    knob_groups,
-    knob_space,
-    pinning_layout,
-    trials_from_store,
-    tx_ring_violation,
-    write_tuned,
-)
-from labctl.host.cpuset import parse_cpuset
-from labctl.errors import PlanError, UserError
-from labctl.host.facts import HostFacts, HugepagePool, KvmStatus
-from labctl.profile.load import load_profile
+from advisor.advice import DEFAULT_MAX_LOSS, Advice
+from advisor.apply import apply_advice
+from advisor.facts import tx_ring_violation
+from advisor.recommend import advise, trials_from_store
+from labctl.errors import UserError
 from labctl.results.record import TrialRecord
-from labctl.profile.rules import check_profile
-from labctl.profile.schema import Profile
 from labctl.results.store import Store
+
 
 RX = "guest.nics.*.rx_queue_size"
 TX = "guest.nics.*.tx_queue_size"
@@ -48,33 +33,6 @@ def recs_by_knob(advice: Advice) -> dict[str, list]:
 def reasons(advice: Advice, knob: str) -> list[str]:
     return [i.reason for i in advice.inconclusive if i.knob == knob]
 
-
-# ------------------------------------------------------------------------------------------------
-# knobs
-
-
-def test_nic_fields_set_alike_are_one_knob_and_pinning_is_one_knob():
-    knobs = {k.name: k for k in knob_groups(datasets.split_pinning())}
-    assert set(knobs) == {QUEUES, "guest.pinning"}
-    assert knobs[QUEUES].paths == ("guest.nics.0.queues", "guest.nics.1.queues")
-    assert knobs["guest.pinning"].paths == ("guest.pinning.vhost",)
-    space = knob_space(datasets.split_pinning())
-    assert space == {QUEUES: [1, 2], "guest.pinning": [{"guest.pinning.vhost": "0"}, {"guest.pinning.vhost": "1"}]}
-
-
-def test_nic_fields_that_differ_between_nics_stay_separate():
-    records = datasets.queue_rate()
-    for r in records[:6]:
-        r.config["guest.nics.1.rx_queue_size"] = 512 if r.config["guest.nics.0.rx_queue_size"] != 512 else 256
-    names = {k.name for k in knob_groups(records)}
-    assert "guest.nics.0.rx_queue_size" in names and "guest.nics.1.rx_queue_size" in names
-    assert RX not in names
-
-
-def test_pinning_layout_words():
-    assert pinning_layout({"guest.pinning.vhost": "0", "guest.pinning.vcpus.0": "1"}).startswith("split pinning")
-    assert pinning_layout({"guest.pinning.vhost": "1", "guest.pinning.vcpus.0": "1"}).startswith("shared pinning")
-    assert pinning_layout({"guest.pinning.vhost": None}) == "unpinned"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -279,143 +237,6 @@ def test_advise_from_the_store(tmp_path):
         trials_from_store(tmp_path / "missing.db")
 
 
-# ------------------------------------------------------------------------------------------------
-# --apply
-
-
-def test_apply_advice_sets_the_values_drops_the_sweep_and_validates():
-    profile = dict(datasets.BASE_PROFILE)
-    profile["guest"] = {**profile["guest"], "pinning": {"vcpus": {0: "1", 1: "1"}, "vhost": "1"}}
-    profile["sweep"] = {QUEUES: [1, 2], "guest.pinning.vhost": ["0", "1"]}
-    tuned, notes = apply_advice(profile, advise(datasets.split_pinning()))
-    assert "sweep" not in tuned
-    assert tuned["name"] == "planted-tuned"
-    assert [nic["queues"] for nic in tuned["guest"]["nics"]] == [2, 2]
-    assert tuned["guest"]["pinning"]["vhost"] == "0"  # the mutually conditional pair is applied together
-    assert sum(n.startswith("applied") for n in notes) == 2
-    Profile.model_validate(tuned)
-
-
-def test_write_tuned_writes_a_valid_profile_with_a_header(tmp_path):
-    source = tmp_path / "p.yaml"
-    source.write_text(
-        "name: quick\nbackend: embedded\nguest:\n  vcpus: 1\n  memory_mib: 512\n"
-        "sweep:\n  guest.nics.*.rx_queue_size: [256, 1024]\n  workload.burst: [32, 64]\n", encoding="utf-8")
-    out = tmp_path / "tuned.yaml"
-    notes = write_tuned(source, advise(datasets.ring_loss()), out)
-    text = out.read_text(encoding="utf-8")
-    assert text.startswith("# Tuned by labctl advise from p.yaml.")
-    assert "ring-full drops" in text
-    data = yaml.safe_load(text)
-    assert [nic["rx_queue_size"] for nic in data["guest"]["nics"]] == [1024, 1024]
-    assert "sweep" not in data and data["guest"]["vcpus"] == 1
-    assert load_profile(out).profile.name == "quick-tuned"
-    assert any(n.startswith("applied guest.nics.*.rx_queue_size = 1024") for n in notes)
-
-
-# ------------------------------------------------------------------------------------------------
-# pinning plan
-
-
-def facts(cpus, nodes, siblings=None, isolated=(), hugepages=()) -> HostFacts:
-    return HostFacts(
-        cpu_model="Test CPU", cpus=list(cpus), numa_nodes=nodes,
-        smt_siblings=siblings or {c: [c] for c in cpus}, isolated=list(isolated),
-        hugepages=list(hugepages), kvm=KvmStatus(True, ["kvm", "kvm_intel"], True, "kvm_intel loaded"),
-        kernel="6.1", versions={},
-    )
-
-
-def two_node_smt(isolated=(2, 3, 10, 11)) -> HostFacts:
-    # 2 nodes x 4 cores x 2 threads: node 0 = cores 0-3 (threads 0-3, 8-11), node 1 = cores 4-7
-    siblings = {c: sorted({c % 8, c % 8 + 8}) for c in range(16)}
-    nodes = {0: [0, 1, 2, 3, 8, 9, 10, 11], 1: [4, 5, 6, 7, 12, 13, 14, 15]}
-    return facts(range(16), nodes, siblings, isolated, [HugepagePool(2048, 1024, 1024)])
-
-
-def vhostuser_profile(vcpus=2) -> Profile:
-    return Profile.model_validate({"name": "p", "backend": "libvirt", "guest": {"vcpus": vcpus}})
-
-
-def test_plan_on_a_two_node_smt_host_with_isolated_cpus():
-    plan = pinning_plan(two_node_smt(), vhostuser_profile())
-    node_cpus = {0, 1, 2, 3, 8, 9, 10, 11}
-    used = set(plan.housekeeping) | set(plan.pmd) | set(plan.vcpus)
-    assert plan.node == 0 and used <= node_cpus
-    assert plan.pmd == [2]  # an isolated whole core
-    assert 10 in plan.idle  # its SMT sibling stays idle
-    assert not set(plan.pmd) & (set(plan.vcpus) | set(plan.housekeeping))
-    assert len(set(plan.vcpus)) == 2
-    assert not set(plan.housekeeping) & {2, 3, 10, 11}  # housekeeping never on isolated CPUs
-    assert plan.emulator == plan.housekeeping
-    knobs = plan.knobs()
-    assert knobs["guest.pinning.vhost"] == "2"
-    assert knobs["guest.nics.0.tx_queue_size"] == 1024 and knobs[RX] == 1024 and knobs[QUEUES] == 2
-    assert all(s.reason for s in plan.settings)
-    assert "available" in plan.hugepages
-    tuned = Profile.model_validate(apply_plan(vhostuser_profile().model_dump(), plan))
-    errors = [p for p in check_profile(tuned, frozenset(range(16))) if p.severity == "error"]
-    assert errors == []
-    json.dumps(plan.to_dict())
-
-
-def test_plan_prefers_the_node_with_the_isolated_cpus():
-    plan = pinning_plan(two_node_smt(isolated=(5, 6, 7, 13, 14, 15)), vhostuser_profile())
-    assert plan.node == 1
-    assert set(plan.pmd + plan.vcpus) <= {5, 6, 7, 13, 14, 15}
-
-
-def test_plan_falls_back_to_smt_siblings_with_a_warning():
-    # one node, 3 cores x 2 threads: housekeeping core + PMD core leave one core for 2 vCPUs
-    siblings = {0: [0, 3], 3: [0, 3], 1: [1, 4], 4: [1, 4], 2: [2, 5], 5: [2, 5]}
-    plan = pinning_plan(facts(range(6), {0: list(range(6))}, siblings), vhostuser_profile())
-    assert plan.level == 2
-    assert sorted(plan.vcpus) == [2, 5] and plan.pmd == [1]
-    assert any("SMT siblings" in w for w in plan.warnings)
-
-
-def test_impossible_request_is_a_named_plan_error():
-    host = facts(range(8), {0: [0, 1, 2, 3], 1: [4, 5, 6, 7]})
-    with pytest.raises(PlanError) as err:
-        pinning_plan(host, vhostuser_profile(vcpus=4))
-    message = str(err.value)
-    assert "\n" not in message
-    assert "needs 5 CPUs on one NUMA node for 1 vswitch PMD + 4 vCPUs" in message
-    assert "node 0 has 4 (0-3), node 1 has 4 (4-7)" in message
-    assert "never splits" in message
-
-
-def test_two_cpu_host_plans_one_pmd_and_one_vcpu_with_a_warning():
-    host = facts([0, 1], {0: [0, 1]})
-    profile = load_profile("domains/quick.yaml", cpus=frozenset({0, 1})).profile
-    plan = pinning_plan(host, profile)
-    assert plan.pmd == [0] and plan.vcpus == [1] and plan.housekeeping == [0]
-    assert plan.level == 4
-    assert any("no CPU is left for housekeeping" in w for w in plan.warnings)
-    with pytest.raises(PlanError, match="needs 3 CPUs on one NUMA node for 1 vswitch PMD \\+ 2 vCPUs"):
-        pinning_plan(host, vhostuser_profile(vcpus=2))
-
-
-def test_plan_on_this_host_for_the_quick_profile():
-    from labctl.host.facts import gather
-
-    here = gather()
-    profile = load_profile("domains/quick.yaml", cpus=frozenset(here.cpus)).profile
-    if len(here.cpus) < 2:
-        pytest.skip("needs 2 CPUs")
-    plan = pinning_plan(here, profile)
-    assert len(plan.pmd) == 1 and len(plan.vcpus) == 1 and plan.pmd != plan.vcpus
-    assert set(parse_cpuset(plan.knobs()["guest.pinning.vhost"])) <= set(here.cpus)
-
-
-def test_tap_profile_plan_keeps_tx_at_256_and_gives_the_emulator_a_cpu():
-    profile = load_profile("domains/tap-kernel.yaml", cpus=frozenset(range(8))).profile
-    plan = pinning_plan(facts(range(8), {0: list(range(8))}), profile)
-    assert plan.pmd == []
-    assert plan.knobs()["guest.nics.0.tx_queue_size"] == 256
-    assert plan.emulator != plan.housekeeping and not set(plan.emulator) & set(plan.vcpus)
-
-
 def test_two_recordings_of_one_grid_on_this_noisy_host_do_not_contradict_each_other():
     """The shipped grid recorded twice on an unsteady host (3 repeats x 4 s, then 5 repeats x 6 s): the
     advisor may recommend in one and not the other, but never different values, and no finding inside
@@ -425,7 +246,7 @@ def test_two_recordings_of_one_grid_on_this_noisy_host_do_not_contradict_each_ot
 
     from labctl.results.interchange import read_jsonl
 
-    data = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+    data = Path(__file__).resolve().parents[3] / "benchmarks" / "data"
     first = advise(read_jsonl(data / "embedded-grid.jsonl"))
     second = advise(read_jsonl(data / "embedded-grid-r5.jsonl"))
     picks = [{r.knob: r.value for r in a.recommendations} for a in (first, second)]

@@ -16,7 +16,7 @@ from labctl.results.interchange import record_to_line
 from labctl.profile.load import load_profile
 from labctl.results.record import Metrics, TrialRecord
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUEUES = "guest.nics.*.queues"
 RX = "guest.nics.*.rx_queue_size"
 
