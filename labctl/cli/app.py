@@ -436,7 +436,7 @@ app.add_typer(image_app, name="image")
 def image_build(force: bool = typer.Option(False, "--force", help="rebuild even when cached"),
                 as_json: bool = typer.Option(False, "--json")) -> None:
     """Build the appliance from Debian packages, cached by content hash."""
-    from labctl.lab.libvirt.appliance import build as appliance
+    from labctl.lab.libvirt.appliance import cache as appliance
 
     built = appliance.build(force=force, progress=None if as_json else (lambda m: typer.echo(m, err=True)))
     info = {"key": built.key, "kernel": str(built.kernel), "initrd": str(built.initrd),
