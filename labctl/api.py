@@ -121,7 +121,7 @@ def status(uri: str | None = None) -> list[dict[str, Any]]:
 
 def build_image(force: bool = False, on_event: OnEvent | None = None):
     """Build (or find cached) the workload appliance the libvirt lab boots."""
-    from labctl.lab.libvirt.appliance import build as appliance
+    from labctl.lab.libvirt.appliance import cache as appliance
 
     return appliance.build(force=force, progress=lambda text: notify(on_event, "note", message=text))
 
@@ -295,7 +295,8 @@ def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl",
 
 def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float | None = None):
     """Recommendations per knob from a run's trials, with evidence; refusals where the data cannot tell."""
-    from advisor.recommend import DEFAULT_MAX_LOSS, advise as make_advice
+    from advisor.advice import DEFAULT_MAX_LOSS
+    from advisor.recommend import advise as make_advice
 
     _run_id, records = trials(db, run, status=None)
     return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss)
@@ -304,7 +305,7 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
 def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
                  max_loss: float | None = None) -> list[str]:
     """Write ``out``: the profile with the advice applied (validated by reading it back); returns notes."""
-    from advisor.recommend import write_tuned  # advisor.apply after the advisor split
+    from advisor.apply import write_tuned
 
     check_writable(Path(out))
     return write_tuned(profile, advise(db, run, max_loss), out)

@@ -23,8 +23,9 @@ from typing import IO, Any, Iterator
 from pydantic import ValidationError
 
 from labctl.errors import ImportFormatError
+from labctl.results.codecs import DICT_METRICS, SCALAR_METRICS
 from labctl.results.record import Environment, Metrics, TrialRecord
-from labctl.results.store import DICT_METRICS, SCALAR_METRICS, Store
+from labctl.results.store import Store
 
 ASSIGNED_BY_STORE = ("id", "run_id")
 _UNION_TAGS = {"bool", "int", "float", "str", "none"}

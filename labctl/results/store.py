@@ -6,224 +6,35 @@ a report) and the sweep writer can share it. Every trial is committed the moment
 nothing.
 
 Trials are stored as :class:`labctl.results.record.TrialRecord` (declared once in ``record.py``); the store
-splits a record into normalised rows and rebuilds an equal record on the way out:
-
-=============  =============================================================================
-runs           id, profile_name, profile_json, plan_json, created_at, finished_at, status, host
-configs        id, config_key UNIQUE, config_json (every knob, flattened dotted paths)
-environments   id, fingerprint UNIQUE, env_json
-trials         id, run_id, config_id, env_id, repeat_index, seq (plan position), status,
-               error, metrics_json, details_json, started_at, finished_at
-warnings       id, trial_id, position, text
-metrics        trial_id, name, value  (v2: one row per scalar metric, for per-metric queries;
-               dict metrics appear as ``drops.<cause>``, ``cpu.<role>``, ``queue_shares.<q>``)
-trial_metrics  view: metrics joined with trial status, run, config key, host and accel
-=============  =============================================================================
-
-The schema version is ``PRAGMA user_version``; :data:`MIGRATIONS` are applied in order on open, each in
-its own transaction, so an older store is brought up to date and a newer one is refused.
+splits a record into normalised rows (the tables of :mod:`labctl.results.schema`, whose migrations it
+applies on open) and rebuilds an equal record on the way out; :mod:`labctl.results.codecs` encodes the
+values.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import math
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any
 
 from labctl.errors import NotAStoreError, StoreError, UnknownRunError, UserError
 from labctl.host.paths import can_create
-from labctl.results.record import Environment, Metrics, TrialRecord
+from labctl.results.codecs import dumps, env_fingerprint, status_filter
+from labctl.results.record import TrialRecord
+from labctl.results.schema import MIGRATIONS, SCHEMA_VERSION, insert_metrics
 
 DEFAULT_PATH = Path("labctl.db")
 
-TRIAL_STATUSES = ("ok", "failed", "aborted", "pending")
 RUN_STATUSES = ("running", "finished", "failed", "aborted", "imported")
 DONE_STATUSES = ("ok", "failed")  # a plan entry with a trial in one of these is not re-run by --resume
 
-# Top-level Metrics fields that hold one number (the dict fields are flattened with a dotted prefix).
-SCALAR_METRICS: tuple[str, ...] = tuple(
-    name for name, field in Metrics.model_fields.items() if get_origin(field.annotation) is not dict
-)
-DICT_METRICS: tuple[str, ...] = tuple(n for n in Metrics.model_fields if n not in SCALAR_METRICS)
-
 
 THIS_HOST: Any = object()  # create_run(host=THIS_HOST): the machine running labctl
-
-
-# --------------------------------------------------------------------------------------------------
-# Schema and migrations
-
-_V1 = """
-CREATE TABLE runs (
-    id            INTEGER PRIMARY KEY,
-    profile_name  TEXT NOT NULL,
-    profile_json  TEXT NOT NULL,
-    plan_json     TEXT NOT NULL DEFAULT '[]',
-    created_at    REAL NOT NULL,
-    finished_at   REAL,
-    status        TEXT NOT NULL DEFAULT 'running'
-                  CHECK (status IN ('running', 'finished', 'failed', 'aborted', 'imported')),
-    host          TEXT
-);
-CREATE TABLE configs (
-    id            INTEGER PRIMARY KEY,
-    config_key    TEXT NOT NULL UNIQUE,
-    config_json   TEXT NOT NULL
-);
-CREATE TABLE environments (
-    id            INTEGER PRIMARY KEY,
-    fingerprint   TEXT NOT NULL UNIQUE,
-    env_json      TEXT NOT NULL
-);
-CREATE TABLE trials (
-    id            INTEGER PRIMARY KEY,
-    run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    config_id     INTEGER NOT NULL REFERENCES configs(id),
-    env_id        INTEGER NOT NULL REFERENCES environments(id),
-    repeat_index  INTEGER NOT NULL DEFAULT 0,
-    seq           INTEGER,
-    status        TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'aborted', 'pending')),
-    error         TEXT,
-    metrics_json  TEXT NOT NULL DEFAULT '{}',
-    details_json  TEXT NOT NULL DEFAULT '{}',
-    started_at    REAL,
-    finished_at   REAL
-);
-CREATE INDEX trials_run_seq ON trials(run_id, seq);
-CREATE INDEX trials_config ON trials(config_id);
-CREATE TABLE warnings (
-    id            INTEGER PRIMARY KEY,
-    trial_id      INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
-    position      INTEGER NOT NULL,
-    text          TEXT NOT NULL
-);
-CREATE INDEX warnings_trial ON warnings(trial_id, position);
-"""
-
-_V2 = """
-CREATE TABLE metrics (
-    trial_id      INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
-    name          TEXT NOT NULL,
-    value         REAL NOT NULL,
-    PRIMARY KEY (trial_id, name)
-) WITHOUT ROWID;
-CREATE INDEX metrics_name_value ON metrics(name, value);
-CREATE VIEW trial_metrics AS
-    SELECT m.trial_id, t.run_id, t.seq, t.repeat_index, t.status, c.config_key,
-           json_extract(e.env_json, '$.host') AS host, json_extract(e.env_json, '$.accel') AS accel,
-           m.name, m.value
-    FROM metrics m
-    JOIN trials t ON t.id = m.trial_id
-    JOIN configs c ON c.id = t.config_id
-    JOIN environments e ON e.id = t.env_id;
-"""
-
-
-def _migrate_v1(conn: sqlite3.Connection) -> None:
-    for statement in _split(_V1):
-        conn.execute(statement)
-
-
-def _migrate_v2(conn: sqlite3.Connection) -> None:
-    """Add the per-metric table and view, and fill them from the trials already stored."""
-    for statement in _split(_V2):
-        conn.execute(statement)
-    rows = conn.execute("SELECT id, metrics_json FROM trials").fetchall()
-    for trial_id, metrics_json in rows:
-        metrics = Metrics.model_validate(json.loads(metrics_json))
-        _insert_metrics(conn, trial_id, metrics)
-
-
-#: Applied in order; after step ``i`` (0-based) the schema version is ``i + 1``. Append, never edit.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def _split(script: str) -> list[str]:
-    """Split a DDL script into statements (``executescript`` would commit behind our back)."""
-    statements, current = [], []
-    for line in script.splitlines():
-        current.append(line)
-        if line.rstrip().endswith(";"):
-            statements.append("\n".join(current).strip())
-            current = []
-    return [s for s in statements if s]
-
-
-# --------------------------------------------------------------------------------------------------
-# Helpers shared with interchange and reports
-
-
-def metric_items(metrics: Metrics) -> dict[str, float]:
-    """Every numeric metric of a trial as ``name -> value``: the scalar fields that are set, then the
-    dict fields flattened (``drops.ring_full``, ``cpu.vswitch_pmd``, ``queue_shares.guest.port0.rxq1``).
-    Booleans and non-finite values are left out."""
-    out: dict[str, float] = {}
-    for name in SCALAR_METRICS:
-        value = getattr(metrics, name)
-        if _is_number(value):
-            out[name] = value
-    for name in DICT_METRICS:
-        for key, value in getattr(metrics, name).items():
-            if _is_number(value):
-                out[f"{name}.{key}"] = value
-    return out
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def env_fingerprint(env: Environment) -> str:
-    """A stable identity for an environment (same fields and values -> same fingerprint)."""
-    text = json.dumps(env.model_dump(mode="json"), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _json_default(obj: Any) -> Any:
-    # numpy scalars and arrays (details often hold them), sets; anything else is a programming error
-    if hasattr(obj, "item") and callable(obj.item):
-        return obj.item()
-    if hasattr(obj, "tolist") and callable(obj.tolist):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj, key=repr)
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
-def _dumps(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"cannot store {what}: {exc}") from exc
-
-
-def _insert_metrics(conn: sqlite3.Connection, trial_id: int, metrics: Metrics) -> None:
-    conn.executemany(
-        "INSERT INTO metrics (trial_id, name, value) VALUES (?, ?, ?)",
-        [(trial_id, name, float(value)) for name, value in metric_items(metrics).items()],
-    )
-
-
-def _status_filter(status: str | Iterable[str] | None) -> tuple[str, ...] | None:
-    if status is None:
-        return None
-    wanted = (status,) if isinstance(status, str) else tuple(status)
-    unknown = [s for s in wanted if s not in TRIAL_STATUSES]
-    if unknown:
-        raise ValueError(f"unknown trial status {unknown[0]!r} (one of {', '.join(TRIAL_STATUSES)})")
-    return wanted
-
-
-# --------------------------------------------------------------------------------------------------
-# The store
 
 
 class Store:
@@ -401,8 +212,8 @@ class Store:
             seqs.add(entry["seq"])
         if status not in RUN_STATUSES:
             raise ValueError(f"unknown run status {status!r} (one of {', '.join(RUN_STATUSES)})")
-        profile_json = _dumps(profile_data, "the profile")
-        plan_json = _dumps(plan, "the plan")
+        profile_json = dumps(profile_data, "the profile")
+        plan_json = dumps(plan, "the plan")
         now = time.time()
         with self.transaction() as conn, self._errors("create a run"):
             cursor = conn.execute(
@@ -491,9 +302,9 @@ class Store:
         """
         if record.run_id is None:
             raise ValueError("add_trial: the record has no run_id")
-        metrics_json = _dumps(record.metrics.model_dump(exclude_defaults=True), "the metrics")
-        details_json = _dumps(record.details, "the trial details")
-        config_json = _dumps(record.config, "the config")
+        metrics_json = dumps(record.metrics.model_dump(exclude_defaults=True), "the metrics")
+        details_json = dumps(record.details, "the trial details")
+        config_json = dumps(record.config, "the config")
         env_json = json.dumps(record.env.model_dump(mode="json"))
         with self.transaction() as conn, self._errors("store a trial"):
             run = conn.execute("SELECT plan_json FROM runs WHERE id = ?", (record.run_id,)).fetchone()
@@ -536,7 +347,7 @@ class Store:
                 "INSERT INTO warnings (trial_id, position, text) VALUES (?, ?, ?)",
                 [(trial_id, i, text) for i, text in enumerate(record.warnings)],
             )
-            _insert_metrics(conn, trial_id, record.metrics)
+            insert_metrics(conn, trial_id, record.metrics)
         return trial_id
 
     @staticmethod
@@ -602,7 +413,7 @@ class Store:
     ) -> list[TrialRecord]:
         """Stored trials as records (with ``id`` and ``run_id``), in the order they were stored.
         ``status=None`` returns every status."""
-        statuses = _status_filter(status)
+        statuses = status_filter(status)
         where, args = [], []
         if run_id is not None:
             where.append("t.run_id = ?")

@@ -18,7 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from labctl.lab.libvirt.appliance import build as ap
+from labctl import platform
+from labctl.errors import ApplianceError
+from labctl.lab.libvirt.appliance import cache as ap
+from labctl.lab.libvirt.appliance.console import kernel_cmdline, parse_console
+from labctl.lab.libvirt.appliance.image import KERNEL_NAME, init_sh_text
+from labctl.lab.libvirt.appliance.key import BUILDER_VERSION, KeyInputs, compute_key
 
 pytestmark = pytest.mark.integration
 
@@ -87,8 +92,8 @@ def mq_tap():
 # --- cache key ---------------------------------------------------------------------------------------------
 
 
-def _inputs(**changes) -> ap.KeyInputs:
-    base = ap.KeyInputs(
+def _inputs(**changes) -> KeyInputs:
+    base = KeyInputs(
         kernel_package="linux-image-6.1.0-99-amd64",
         kernel_deb_version="6.1.999-1",
         kernel_deb_sha256="0" * 64,
@@ -99,30 +104,30 @@ def _inputs(**changes) -> ap.KeyInputs:
 
 
 def test_key_is_a_function_of_the_inputs():
-    assert ap.compute_key(_inputs()) == ap.compute_key(_inputs())
+    assert compute_key(_inputs()) == compute_key(_inputs())
     # the order in which package versions were collected does not matter
     shuffled = dict(reversed(list(_inputs().packages.items())))
-    assert ap.compute_key(_inputs(packages=shuffled)) == ap.compute_key(_inputs())
+    assert compute_key(_inputs(packages=shuffled)) == compute_key(_inputs())
     # where apt fetches the .deb from is not an input, its hash is
-    assert ap.compute_key(_inputs(kernel_deb_filename="pool/x.deb")) == ap.compute_key(_inputs())
+    assert compute_key(_inputs(kernel_deb_filename="pool/x.deb")) == compute_key(_inputs())
     different = [
         _inputs(init_sh_sha256=hashlib.sha256(b"#!/bin/sh\necho changed\n").hexdigest()),
         _inputs(kernel_deb_sha256="1" * 64),
         _inputs(packages={**_inputs().packages, "dpdk-dev": "22.11.12"}),
-        _inputs(builder_version=ap.BUILDER_VERSION + ".test"),
-        _inputs(plugins=ap.DPDK_PLUGINS + ("librte_net_null",)),
+        _inputs(builder_version=BUILDER_VERSION + ".test"),
+        _inputs(plugins=platform.GUEST_DPDK_PLUGINS + ("librte_net_null",)),
     ]
-    keys = {ap.compute_key(i) for i in different} | {ap.compute_key(_inputs())}
+    keys = {compute_key(i) for i in different} | {compute_key(_inputs())}
     assert len(keys) == len(different) + 1
 
 
 def test_key_changes_when_init_sh_changes(appliance):
     current = ap.gather_inputs(update_apt=False)
-    assert ap.compute_key(current) == appliance.key  # what the build used
-    assert current.init_sh_sha256 == hashlib.sha256(ap.init_sh_text()).hexdigest()
+    assert compute_key(current) == appliance.key  # what the build used
+    assert current.init_sh_sha256 == hashlib.sha256(init_sh_text()).hexdigest()
     edited = dataclasses.replace(
-        current, init_sh_sha256=hashlib.sha256(ap.init_sh_text() + b"\n# edited\n").hexdigest())
-    assert ap.compute_key(edited) != appliance.key
+        current, init_sh_sha256=hashlib.sha256(init_sh_text() + b"\n# edited\n").hexdigest())
+    assert compute_key(edited) != appliance.key
 
 
 def test_second_build_is_a_cache_hit(appliance):
@@ -155,12 +160,12 @@ def test_appliance_files(appliance):
 
 
 def test_kernel_cmdline():
-    line = ap.kernel_cmdline("workload", fwd="mac", burst=64, tx_first=True, rxq=None)
+    line = kernel_cmdline("workload", fwd="mac", burst=64, tx_first=True, rxq=None)
     assert line == "console=ttyS0 labctl.mode=workload labctl.fwd=mac labctl.burst=64 labctl.tx_first=1"
     with pytest.raises(ValueError):
-        ap.kernel_cmdline("workload", fwd="io mac")
+        kernel_cmdline("workload", fwd="io mac")
     with pytest.raises(ValueError):
-        ap.kernel_cmdline("reboot")
+        kernel_cmdline("reboot")
 
 
 # --- booting ---------------------------------------------------------------------------------------------
@@ -182,7 +187,7 @@ def test_verify_mode_reports_each_nic(appliance, mq_tap, tmp_path):
     ]
     console, seconds = _boot(args, BOOT_TIMEOUT)
     print(f"\nverify boot to power-off under TCG: {seconds:.1f} s")
-    report = ap.parse_console(console)
+    report = parse_console(console)
     assert report.done, console[-3000:]
     assert report.errors == []
     assert report.boot and report.boot["kernel"] == appliance.kernel_version
@@ -198,7 +203,7 @@ def test_verify_mode_reports_each_nic(appliance, mq_tap, tmp_path):
     assert user["combined"] == 1 and user["max_combined"] == 1
     assert user["rx_ring"] == 512 and user["rx_ring_max"] == 512
     # the same lines went to the virtio-serial channel
-    via_channel = ap.parse_console(channel.read_text())
+    via_channel = parse_console(channel.read_text())
     assert via_channel.done
     assert sorted(n["mac"] for n in via_channel.nics) == sorted(nics)
 
@@ -214,7 +219,7 @@ def test_workload_mode_runs_testpmd(appliance):
     ]
     console, seconds = _boot(args, WORKLOAD_TIMEOUT)
     print(f"\nworkload boot to power-off under TCG: {seconds:.1f} s")
-    report = ap.parse_console(console)
+    report = parse_console(console)
     assert report.done, console[-4000:]
     assert report.errors == [], report.errors
     assert {"testpmd": "ready"} in report.info, console[-4000:]
@@ -236,11 +241,11 @@ def test_failed_build_leaves_no_entry(tmp_path, monkeypatch):
     monkeypatch.setattr(ap, "_fetch_kernel_deb", lambda *a, **k: tmp_path / "none.deb")
 
     def half_then_fail(inputs, key, deb, work, entry, progress):
-        (entry / ap.KERNEL_NAME).write_bytes(b"half a kernel")
-        raise ap.ApplianceError("cpio failed: simulated")
+        (entry / KERNEL_NAME).write_bytes(b"half a kernel")
+        raise ApplianceError("cpio failed: simulated")
 
     monkeypatch.setattr(ap, "_stage", half_then_fail)
-    with pytest.raises(ap.ApplianceError, match="simulated"):
+    with pytest.raises(ApplianceError, match="simulated"):
         ap.build(cache_dir=tmp_path, force=True)
     # only the lock and apt's memo remain: no entry, no .build-* directory
     assert sorted(p.name for p in tmp_path.iterdir()) == [".apt-resolution.json", ".lock"]

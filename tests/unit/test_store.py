@@ -18,7 +18,8 @@ from labctl.errors import ImportFormatError
 from labctl.results.interchange import export_csv, export_jsonl, import_jsonl
 from labctl.results.record import Environment, Metrics, TrialRecord
 from labctl.errors import UnknownRunError
-from labctl.results.store import SCHEMA_VERSION, Store
+from labctl.results.schema import SCHEMA_VERSION
+from labctl.results.store import Store
 
 ENV = Environment(host="lab1", cores=2, kernel="6.1.0", accel="tcg", lab="embedded", pins={"vswitch": "1"})
 

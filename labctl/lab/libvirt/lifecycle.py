@@ -87,7 +87,7 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
     plan = derive(profile)
     appliance = None
     if real:
-        from labctl.lab.libvirt.appliance import build as appliance_mod
+        from labctl.lab.libvirt.appliance import cache as appliance_mod
 
         appliance = appliance_mod.cached()
         if appliance is None:
@@ -206,7 +206,7 @@ def read_applied_pins(domain: str, dom: Any, vswitch_pid: int | None) -> dict[st
 
 def wait_for_report(serial: Path, timeout_s: float, dom: Any):
     """Read the serial log until the appliance says LABCTL-DONE (or the domain stops)."""
-    from labctl.lab.libvirt.appliance.build import parse_console
+    from labctl.lab.libvirt.appliance.console import parse_console
 
     deadline = time.monotonic() + timeout_s
     while True:

@@ -1,0 +1,199 @@
+"""The appliance cache: its directory, its entries (``Appliance``), ``cached()``, ``prune()`` and
+``build()``, the entry points.
+
+A build with the same inputs (``gather_inputs``, hashed by ``compute_key``) is a cache hit and returns
+at once; a build is made in a temporary directory next to the cache entries and renamed into place, so
+an entry is either complete or absent.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from labctl.errors import ApplianceError
+from labctl.lab.libvirt.appliance.console import kernel_cmdline
+from labctl.lab.libvirt.appliance.image import INITRD_NAME, KERNEL_NAME, _stage, init_sh_text
+from labctl.lab.libvirt.appliance.kernel import _fetch_kernel_deb, package_versions, resolve_kernel
+from labctl.lab.libvirt.appliance.key import KeyInputs, compute_key
+from labctl.lab.libvirt.appliance.tools import Progress, say
+
+KEEP_ENTRIES = 3  # cache entries kept after a build (each about 17 MB)
+ENTRY_META = "appliance.json"
+
+
+@dataclass(frozen=True)
+class Appliance:
+    """A built appliance in the cache."""
+
+    kernel: Path
+    initrd: Path
+    key: str
+    kernel_version: str
+    size_bytes: int  # kernel + initramfs on disk
+    initrd_bytes: int = 0
+    kernel_package: str = ""
+    built: bool = False  # True when this call built it, False for a cache hit
+
+    @property
+    def path(self) -> Path:
+        return self.kernel.parent
+
+    def cmdline(self, mode: str = "verify", console: str = "ttyS0", extra: Iterable[str] = (),
+                **params: object) -> str:
+        """The kernel command line for ``mode`` with ``labctl.NAME=VALUE`` for every keyword."""
+        return kernel_cmdline(mode, console=console, extra=extra, **params)
+
+
+def default_cache_dir() -> Path:
+    """LABCTL_CACHE_DIR, else /var/cache/labctl/appliance for root (QEMU runs as libvirt-qemu and
+    cannot read /root), else the user's XDG cache."""
+    env = os.environ.get("LABCTL_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/cache/labctl/appliance")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "labctl" / "appliance"
+
+
+def gather_inputs(progress: Progress = None, cache_dir: Path | None = None,
+                  update_apt: bool = True) -> KeyInputs:
+    """What the appliance would be made from now, from apt's index and dpkg (no download)."""
+    image, version, sha256, filename = resolve_kernel(progress, memo_dir=cache_dir,
+                                                      update_apt=update_apt)
+    return KeyInputs(
+        kernel_package=image,
+        kernel_deb_version=version,
+        kernel_deb_sha256=sha256,
+        packages=package_versions(),
+        init_sh_sha256=hashlib.sha256(init_sh_text()).hexdigest(),
+        kernel_deb_filename=filename,
+    )
+
+
+def _load_entry(path: Path, built: bool = False) -> Appliance | None:
+    meta_path = path / ENTRY_META
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError):
+        return None
+    kernel, initrd = path / KERNEL_NAME, path / INITRD_NAME
+    if not kernel.is_file() or not initrd.is_file():
+        return None
+    return Appliance(
+        kernel=kernel,
+        initrd=initrd,
+        key=meta["key"],
+        kernel_version=meta["kernel_version"],
+        size_bytes=kernel.stat().st_size + initrd.stat().st_size,
+        initrd_bytes=initrd.stat().st_size,
+        kernel_package=meta.get("kernel_package", ""),
+        built=built,
+    )
+
+
+def _entries(cache_dir: Path) -> list[Appliance]:
+    if not cache_dir.is_dir():
+        return []
+    found = []
+    for child in cache_dir.iterdir():
+        if child.name.startswith(".") or not child.is_dir():
+            continue
+        app = _load_entry(child)
+        if app is not None:
+            found.append(app)
+    return sorted(found, key=lambda a: a.kernel.parent.joinpath(ENTRY_META).stat().st_mtime)
+
+
+def cached(cache_dir: Path | None = None) -> Appliance | None:
+    """The cached appliance for the current inputs, or None.
+
+    When apt cannot say what the inputs are (no apt lists, no network), the newest complete entry.
+    """
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    try:
+        key = compute_key(gather_inputs(cache_dir=cache_dir, update_apt=False))
+    except ApplianceError:
+        entries = _entries(cache_dir)
+        return entries[-1] if entries else None
+    return _load_entry(cache_dir / key)
+
+
+def prune(cache_dir: Path | None = None, keep: int = KEEP_ENTRIES) -> list[Path]:
+    """Remove all but the ``keep`` newest complete entries and stale build directories."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    removed: list[Path] = []
+    if not cache_dir.is_dir():
+        return removed
+    entries = _entries(cache_dir)  # oldest first
+    for entry in entries[: max(0, len(entries) - keep)]:
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    for stale in cache_dir.glob(".build-*"):  # a builder that was killed; we hold the lock
+        if time.time() - stale.stat().st_mtime > 3600:
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale)
+    return removed
+
+
+def build(cache_dir: Path | None = None, force: bool = False, progress: Progress = None) -> Appliance:
+    """Build the appliance, or return the cached one made from the same inputs."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    inputs = gather_inputs(progress, cache_dir=cache_dir)
+    key = compute_key(inputs)
+    final = cache_dir / key
+    if not force:
+        hit = _load_entry(final)
+        if hit is not None:
+            say(progress, f"cache hit {key[:12]}")
+            return hit
+
+    with open(cache_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per cache directory
+        if not force:
+            hit = _load_entry(final)
+            if hit is not None:  # another process built it meanwhile
+                return hit
+        t0 = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_dir))
+        try:
+            entry = work / "entry"
+            entry.mkdir()
+            deb = _fetch_kernel_deb(inputs, cache_dir, work, progress)
+            kver = _stage(inputs, key, deb, work, entry, progress)
+            meta = {
+                "key": key,
+                "kernel_version": kver,
+                "kernel_package": inputs.kernel_package,
+                "kernel_deb_version": inputs.kernel_deb_version,
+                "kernel_deb_sha256": inputs.kernel_deb_sha256,
+                "packages": dict(inputs.packages),
+                "builder_version": inputs.builder_version,
+                "init_sh_sha256": inputs.init_sh_sha256,
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "build_seconds": round(time.monotonic() - t0, 1),
+            }
+            (entry / ENTRY_META).write_text(json.dumps(meta, indent=1) + "\n")
+            if final.exists():  # force: replace the old entry, never leave a half one
+                old = work / "old"
+                os.rename(final, old)
+            os.rename(entry, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        prune(cache_dir)
+    app = _load_entry(final, built=True)
+    if app is None:
+        raise ApplianceError(f"the new cache entry {final} is unreadable")
+    say(progress, f"built {key[:12]}: initramfs {app.initrd_bytes / 1e6:.1f} MB")
+    return app
