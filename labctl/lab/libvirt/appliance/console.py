@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 _PARAM_RE = re.compile(r"^[A-Za-z0-9_]+$")
-_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/+-]+$")
+# values never hold spaces, quotes or shell characters; "=" and "," carry testpmd arguments
+_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/+=-]+$")
 
 
 def kernel_cmdline(mode: str = "verify", console: str = "ttyS0", extra: Iterable[str] = (),

@@ -9,14 +9,15 @@
 #                         ("final": true), then LABCTL-DONE, then power off.
 #   labctl.mode=shell     (debugging) a busybox shell on the console.
 # Workload parameters (defaults in brackets):
-#   labctl.fwd=io|mac|macswap|txonly|rxonly [io]   labctl.burst=N [32]
-#   labctl.rxd=N [1024]  labctl.txd=N [1024]       labctl.rxq=N [1]  labctl.txq=N [= rxq]
-#   labctl.nbcores=N [vCPUs-1]                     labctl.duration=SECONDS [30]
-#   labctl.period=SECONDS [5] between LABCTL-STATS lines
+#   labctl.testpmd=ARG,ARG,...   dpdk-testpmd's application arguments, comma-separated: the lab plan's
+#                         forwarder (labctl.lab.plan.ForwarderPlan.options().argv()), the same the embedded
+#                         lab runs; the EAL side (--lcores: main lcore floating, worker i on vCPU i-1; the
+#                         NICs' PCI addresses; hugepages) is this guest's own [-i,--forward-mode=io]
+#   labctl.duration=SECONDS [30]                    labctl.period=SECONDS [5] between LABCTL-STATS lines
 #   labctl.tx_first=N [0] bursts sent by every port at start (loops traffic on back-to-back ports)
 #   labctl.driver=uio_pci_generic|vfio-pci [uio_pci_generic]
 #   labctl.hugepages=N [half the guest memory, at most 512] 2 MiB pages
-#   labctl.mbufs=N [8192]  labctl.macs=MAC,MAC [all virtio-net NICs]  labctl.topology=paired|chained|loop
+#   labctl.macs=MAC,MAC [all virtio-net NICs]       labctl.topology=paired|chained|loop [paired]
 #   labctl.channel=NAME    also write LABCTL lines to the virtio-serial port of that name
 #   labctl.timeout=SECONDS [duration + 600] hard limit before power off
 #   labctl.ready_timeout=SECONDS [300] for testpmd to bring its ports up
@@ -216,37 +217,43 @@ bind_pci() {
     [ "$(basename "$(readlink "$d/driver")")" = "$drv" ]
 }
 
+arg_value() {
+    # arg_value NAME: the value of --NAME=VALUE among the testpmd arguments in "$targs" (empty if absent)
+    for a in $targs; do
+        case "$a" in --"$1"=*) echo "${a#*=}"; return ;; esac
+    done
+}
+
 mode_workload() {
-    fwd=${LABCTL_fwd:-io}
-    case "$fwd" in *[!a-z_-]*|'') error args "bad labctl.fwd=$fwd"; return ;; esac
-    burst=${LABCTL_burst:-32}
-    rxd=${LABCTL_rxd:-1024}
-    txd=${LABCTL_txd:-1024}
-    rxq=${LABCTL_rxq:-1}
-    txq=${LABCTL_txq:-$rxq}
+    targs=$(echo "${LABCTL_testpmd:--i,--forward-mode=io}" | tr ',' ' ')
+    for a in $targs; do
+        case "$a" in -*) ;; *) error args "not a testpmd argument: $a"; return ;; esac
+        case "$a" in *[!A-Za-z0-9_.=:/+-]*) error args "bad testpmd argument: $a"; return ;; esac
+    done
     duration=${LABCTL_duration:-30}
     period=${LABCTL_period:-5}
     tx_first=${LABCTL_tx_first:-0}
-    mbufs=${LABCTL_mbufs:-8192}
     driver=${LABCTL_driver:-uio_pci_generic}
     topology=${LABCTL_topology:-paired}
-    for v in "$burst" "$rxd" "$txd" "$rxq" "$txq" "$duration" "$period" "$tx_first" "$mbufs"; do
+    rxq=$(arg_value rxq); rxq=${rxq:-1}
+    txq=$(arg_value txq); txq=${txq:-$rxq}
+    nbcores=$(arg_value nb-cores); nbcores=${nbcores:-1}
+    for v in "$duration" "$period" "$tx_first" "$rxq" "$txq" "$nbcores"; do
         is_uint "$v" || { error args "not a number: $v"; return; }
     done
     [ "$period" -gt 0 ] || period=1
     ncpu=$(nproc)
-    maxcores=$((ncpu - 1))
-    if [ "$maxcores" -lt 1 ]; then
-        error args "testpmd needs at least 2 vCPUs (a main lcore and a forwarding lcore), have $ncpu"
-        return
+    # the main lcore floats over every vCPU (it mostly sleeps at the prompt), worker i runs on vCPU i-1,
+    # as the embedded lab places its main lcore and one worker per vCPU
+    lcores="0@(0-$((ncpu - 1)))"
+    i=1
+    while [ "$i" -le "$nbcores" ]; do
+        lcores="$lcores,$i@$(( (i - 1) % ncpu ))"
+        i=$((i + 1))
+    done
+    if [ "$nbcores" -gt "$ncpu" ]; then
+        emit "LABCTL-WARN {\"message\": \"$nbcores forwarding cores on $ncpu vCPUs: some share a vCPU\"}"
     fi
-    nbcores=${LABCTL_nbcores:-$maxcores}
-    is_uint "$nbcores" || { error args "not a number: $nbcores"; return; }
-    if [ "$nbcores" -gt "$maxcores" ]; then
-        emit "LABCTL-WARN {\"message\": \"nbcores $nbcores > vCPUs-1, using $maxcores\"}"
-        nbcores=$maxcores
-    fi
-    [ "$nbcores" -ge 1 ] || nbcores=1
 
     load_modules net
     find_channel
@@ -273,6 +280,12 @@ mode_workload() {
         emit "LABCTL-WARN {\"message\": \"rxq/txq $rxq/$txq above the NICs' $maxq queue pairs, using $maxq\"}"
         [ "$rxq" -gt "$maxq" ] && rxq=$maxq
         [ "$txq" -gt "$maxq" ] && txq=$maxq
+        clamped=
+        for a in $targs; do
+            case "$a" in --rxq=*) a="--rxq=$rxq" ;; --txq=*) a="--txq=$txq" ;; esac
+            clamped="$clamped $a"
+        done
+        targs=$clamped
     fi
 
     # userspace driver
@@ -310,7 +323,7 @@ mode_workload() {
     echo "$pages" >/proc/sys/vm/nr_hugepages
     got=$(cat /proc/sys/vm/nr_hugepages)
     mount -t hugetlbfs nodev /dev/hugepages
-    emit "LABCTL-INFO {\"hugepages\": $got, \"driver\": $(json_str "$driver"), \"lcores\": $((nbcores + 1)), \"rxq\": $rxq, \"txq\": $txq}"
+    emit "LABCTL-INFO {\"hugepages\": $got, \"driver\": $(json_str "$driver"), \"lcores\": $(json_str "$lcores"), \"rxq\": $rxq, \"txq\": $txq}"
     if [ "$got" -lt 16 ]; then
         error hugepages "only $got hugepages could be reserved"
         return
@@ -324,11 +337,10 @@ mode_workload() {
     rm -f "$ready" "$ended"
     start="start"
     [ "$tx_first" -gt 0 ] && start="start tx_first $tx_first"
+    topo=
+    [ "$topology" != paired ] && topo="--port-topology=$topology"
     # shellcheck disable=SC2086
-    set -- -l "0-$nbcores" -n 1 --in-memory --iova-mode=pa $allow -- \
-        -i --forward-mode="$fwd" --burst="$burst" --rxd="$rxd" --txd="$txd" \
-        --rxq="$rxq" --txq="$txq" --nb-cores="$nbcores" --total-num-mbufs="$mbufs" \
-        --port-topology="$topology"
+    set -- --lcores "$lcores" -n 1 --in-memory --iova-mode=pa $allow -- $targs $topo
     emit "LABCTL-INFO {\"testpmd\": $(json_str "dpdk-testpmd $*")}"
     {
         # wait until testpmd has set its ports up, then drive it like a person at its prompt;
@@ -341,6 +353,8 @@ mode_workload() {
                 n=$((n + 1))
             done
         }
+        # answered only once testpmd has set its ports up and reads its prompt
+        echo "show port summary all"
         i=0
         while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt "$ready_timeout" ]; do
             sleep 1
@@ -392,8 +406,7 @@ mode_workload() {
             print $0 >> logfile
             if (debug == "1") { printf "testpmd[%.1f]: %s\n", now() - t0, $0; fflush() }
         }
-        /Checking link statuses/ { checking = 1 }
-        checking && /^Done/ { checking = 0; printf "" > ready; close(ready); out("LABCTL-INFO {\"testpmd\": \"ready\"}") }
+        /Number of available ports:/ && !isready { isready = 1; printf "" > ready; close(ready); out("LABCTL-INFO {\"testpmd\": \"ready\"}") }
         /Telling cores to stop/ { final = 1 }
         /Forward statistics for port/ {
             s = $0; sub(/.*for port[ \t]*/, "", s); sub(/[^0-9].*/, "", s)

@@ -1,0 +1,93 @@
+"""The lab plan: derived once, read by the embedded lab, the appliance and the domain XML alike."""
+
+from __future__ import annotations
+
+import os
+import types
+from pathlib import Path
+
+import pytest
+
+from labctl.lab.embedded.forwarder import guest_forwarder
+from labctl.lab.embedded.vswitch import vswitch_testpmd
+from labctl.lab.libvirt.appliance.console import kernel_cmdline
+from labctl.lab.libvirt.lifecycle import appliance_cmdline
+from labctl.lab.plan import LabDirs, derive
+from labctl.profile.load import load_profile
+from tests.conftest import DOMAINS, ROOT, shipped_profiles
+
+CPUS = frozenset({0, 1})
+GOLDEN = ROOT / "tests" / "golden" / "argv"
+FAKE_APPLIANCE = types.SimpleNamespace(cmdline=kernel_cmdline)
+
+
+def _guest_testpmd_args(cmdline: str) -> list[str]:
+    """The testpmd application arguments a guest's kernel command line carries (labctl.testpmd=...)."""
+    value = next(word.split("=", 1)[1] for word in cmdline.split() if word.startswith("labctl.testpmd="))
+    return value.split(",")
+
+
+@pytest.mark.parametrize("overrides", [{}, {"workload.mode": "noisy", "workload.noisy.lkup_memory_mib": 8},
+                                       {"guest.nics.*.rx_queue_size": 256, "workload.rxd": 2048, "workload.burst": 64}])
+def test_embedded_and_libvirt_guests_run_the_same_forwarder(overrides):
+    """One profile, two labs: the embedded lab's guest testpmd and the one the libvirt guest's appliance
+    starts get the same application arguments, because both read the plan (rxd clamped to the ring,
+    noisy stays noisy)."""
+    libvirt = load_profile(DOMAINS / "l2fwd-vhostuser.yaml", overrides or None, cpus=CPUS).profile
+    embedded = libvirt.model_copy(update={"backend": "embedded", "uri": None})
+    embedded_argv = guest_forwarder(derive(embedded), None).app.argv()
+    libvirt_argv = _guest_testpmd_args(appliance_cmdline(derive(libvirt), FAKE_APPLIANCE, "workload"))
+    assert embedded_argv == libvirt_argv
+    rxd = next(a for a in libvirt_argv if a.startswith("--rxd="))
+    assert int(rxd.split("=")[1]) <= min(n.rx_queue_size for n in libvirt.guest.nics)
+    assert ("--forward-mode=noisy" in libvirt_argv) == (libvirt.workload.mode == "noisy")
+
+
+def test_a_trial_derives_its_plan_once_and_its_processes_read_it(monkeypatch):
+    """run_trial derives the plan once; the lab's processes and its hugepage budget read that object."""
+    from labctl.lab.embedded.lab import EmbeddedLab
+    from labctl.measure import trial as trial_module
+
+    derived, started = [], []
+    original = trial_module.derive
+    monkeypatch.setattr(trial_module, "derive", lambda profile: derived.append(original(profile)) or derived[-1])
+
+    def start(lab):
+        started.append(lab.plan)
+        raise trial_module.WorkloadError("stopped here by the test")
+
+    monkeypatch.setattr(EmbeddedLab, "start", start)
+    record = trial_module.run_trial(load_profile(DOMAINS / "quick.yaml", cpus=CPUS))
+    assert record.status == "failed" and "stopped here" in record.error
+    assert len(derived) == 1 and started == derived
+
+
+def _argv_text(argv: list[str]) -> str:
+    return "\n".join(argv) + "\n"
+
+
+@pytest.mark.parametrize("path", shipped_profiles(), ids=lambda p: p.stem)
+def test_golden_testpmd_command_lines(path, monkeypatch):
+    """Golden files of the testpmd command lines each shipped profile gives (guest forwarder and vswitch;
+    for a libvirt profile also the guest's kernel command line). LABCTL_UPDATE_GOLDEN=1 rewrites them."""
+    monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
+    profile = load_profile(path, cpus=CPUS).profile
+    if profile.backend == "libvirt":
+        embedded = profile.model_copy(update={"backend": "embedded", "uri": None})
+    else:
+        embedded = profile
+    plan = derive(embedded, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
+    files = {"guest": guest_forwarder(plan, None).eal.argv() + ["--"] + guest_forwarder(plan, None).app.argv()}
+    if plan.vhostuser_nics:
+        vswitch = vswitch_testpmd(plan, None, client=True)
+        files["vswitch"] = vswitch.eal.argv() + ["--"] + vswitch.app.argv()
+    if profile.backend == "libvirt":
+        lplan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
+        files["kernel-cmdline"] = appliance_cmdline(lplan, FAKE_APPLIANCE, "workload").split()
+    for role, argv in files.items():
+        golden = GOLDEN / f"{path.stem}.{role}.txt"
+        if os.environ.get("LABCTL_UPDATE_GOLDEN"):
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(_argv_text(argv), encoding="utf-8")
+        assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
+        assert _argv_text(argv) == golden.read_text(encoding="utf-8"), role
