@@ -40,7 +40,7 @@ from labctl.errors import PlanError
 from labctl.host.facts import HostFacts
 from labctl.profile.knobs import with_knobs
 from labctl.profile.schema import Profile
-from labctl.dpdk.eal import mbuf_budget
+from labctl.lab.plan import derive
 
 __all__ = ["Setting", "Plan", "pinning_plan", "apply_plan", "HUGEPAGE_2M_KIB"]
 
@@ -311,11 +311,10 @@ def _explain(plan: Plan, facts: HostFacts, profile: Profile, node: int, isolated
 
 
 def _hugepage_advice(facts: HostFacts, profile: Profile, pmds: int, plan: Plan) -> str:
-    nics = len(profile.guest.nics)
-    queues = max(n.queues for n in profile.guest.nics)
-    _mbufs, vswitch_mb = mbuf_budget(nics, queues, 1024, 1024) if pmds else (0, 0)
+    lab = derive(profile)  # the memory the lab's processes will ask for
+    vswitch_mb = lab.vswitch.memory_mb(False) if pmds else 0
     if profile.backend == "embedded":
-        _m, guest_mb = mbuf_budget(nics, queues, profile.workload.rxd, profile.workload.txd)
+        guest_mb = lab.forwarder.memory_mb(False)
         what = "the guest forwarder"
     else:
         guest_mb = profile.guest.memory_mib

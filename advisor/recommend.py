@@ -65,7 +65,7 @@ the backend varies). Trials from TCG or with shared cores are flagged in the war
 
 Modules
 -------
-This module is the entry point (:func:`advise`, and :func:`trials_from_store` to read a run). The
+This module is the entry point, :func:`advise` (``labctl.api.advise`` reads a run from the store). The
 parts: :mod:`advisor.knobs` (the knob model), :mod:`advisor.facts` (per-trial facts: loss, drop causes,
 pinning layout, tx ring limits), :mod:`advisor.effects` (cells, bands and pooled effects: steps 1-4),
 :mod:`advisor.engine` (the decisions and their words: steps 5-6), :mod:`advisor.advice` (the result
@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 
@@ -92,10 +91,7 @@ from advisor.engine import CONFIDENCE, NOISE_FLOOR_PCT, _Analysis
 from advisor.facts import tx_ring_violation
 from advisor.knobs import Knob, knob_groups
 
-__all__ = [
-    "advise",
-    "trials_from_store",
-]
+__all__ = ["advise"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -225,18 +221,3 @@ def _platform_check(advice: Advice, dims: list[Knob], records: list[TrialRecord]
                           f"at {TX_RING_CAP})")
         kept.append(rec)
     advice.recommendations = kept
-
-
-def trials_from_store(db: str | Path, run_id: int | None = None) -> tuple[int, list[TrialRecord]]:
-    """The trials (every status) of ``run_id`` (default: the latest run) in the store at ``db``."""
-    from labctl.results.store import Store
-
-    if not Path(db).exists():
-        raise UserError(f"{db}: no result store here (run a sweep first, or pass --db)")
-    with Store(db) as store:
-        if run_id is None:
-            run_id = store.latest_run_id()
-            if run_id is None:
-                raise UserError(f"{db}: the store holds no runs yet")
-        store.run(run_id)  # UnknownRunError for a bad id
-        return run_id, store.trials(run_id, status=None)

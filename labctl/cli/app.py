@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
-
 import typer
 
 from labctl import __version__
@@ -27,8 +25,8 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main_options(version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True,
-                                                        help="print the version and exit")) -> None:
+def main_options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                              help="print the version and exit")) -> None:
     """QEMU/KVM lab automation and virtio-net tuning advisor."""
 
 

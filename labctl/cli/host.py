@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from labctl import api
-from labctl.cli.output import print_json, say
+from labctl.cli.output import print_json
 from labctl.host.cpuset import format_cpuset
 
 
@@ -34,7 +34,6 @@ def doctor(as_json: bool = typer.Option(False, "--json"),
         typer.echo(f"lab {name + ':':<7} {text}")
     if result.steadiness is not None:
         typer.echo(f"steadiness: {result.steadiness.describe()}")
-    del say  # doctor prints everything on standard output
 
 
 def register(app: typer.Typer) -> None:

@@ -61,9 +61,6 @@ class Telemetry:
     def port_stats(self, port: int) -> dict[str, Any]:
         return self.command(f"/ethdev/stats,{port}") or {}
 
-    def port_xstats(self, port: int) -> dict[str, int]:
-        return self.command(f"/ethdev/xstats,{port}") or {}
-
     def snapshot(self) -> dict[int, dict[str, Any]]:
         """Stats of every port, taken as close together as the socket allows."""
         return {port: self.port_stats(port) for port in self.ports()}

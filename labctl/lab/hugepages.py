@@ -68,6 +68,3 @@ def _is_mounted(path: Path) -> bool:
 
     return os.path.ismount(path)
 
-
-def leftover_files(mount: Path) -> list[Path]:
-    return sorted(p for p in mount.iterdir()) if mount.is_dir() else []

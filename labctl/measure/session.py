@@ -44,7 +44,8 @@ class RunSession:
         try:
             yield
         except BaseException:
-            self.store.mark_aborted(self.run_id, seq)
+            if seq is not None:
+                self.store.mark_aborted(self.run_id, seq)
             raise
         finally:
             self._in_flight = None

@@ -12,7 +12,7 @@ from typing import Any, get_origin
 from labctl.errors import StoreError
 from labctl.results.record import Environment, Metrics
 
-TRIAL_STATUSES = ("ok", "failed", "aborted", "pending")
+TRIAL_STATUSES = ("ok", "failed", "aborted")
 
 # Top-level Metrics fields that hold one number (the dict fields are flattened with a dotted prefix).
 SCALAR_METRICS: tuple[str, ...] = tuple(

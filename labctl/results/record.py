@@ -55,7 +55,7 @@ class Metrics(_Model):
     window_s: float | None = None
 
 
-TrialStatus = Literal["ok", "failed", "aborted", "pending"]
+TrialStatus = Literal["ok", "failed", "aborted"]
 
 
 class TrialRecord(_Model):

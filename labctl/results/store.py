@@ -255,12 +255,11 @@ class Store:
             rows = self._conn.execute(
                 "SELECT r.id, r.profile_name, r.status, r.host, r.created_at, r.finished_at,"
                 " json_array_length(r.plan_json),"
-                " SUM(t.status = 'ok'), SUM(t.status = 'failed'), SUM(t.status = 'aborted'),"
-                " SUM(t.status = 'pending')"
+                " SUM(t.status = 'ok'), SUM(t.status = 'failed'), SUM(t.status = 'aborted')"
                 " FROM runs r LEFT JOIN trials t ON t.run_id = r.id GROUP BY r.id ORDER BY r.id"
             ).fetchall()
         keys = ("id", "profile_name", "status", "host", "created_at", "finished_at", "planned",
-                "ok", "failed", "aborted", "pending")  # fmt: skip
+                "ok", "failed", "aborted")  # fmt: skip
         return [{k: (v or 0) if k in keys[6:] else v for k, v in zip(keys, row)} for row in rows]
 
     def run(self, run_id: int) -> dict[str, Any]:
@@ -297,9 +296,7 @@ class Store:
     def add_trial(self, record: TrialRecord, seq: int | None = None) -> int:
         """Store one trial of ``record.run_id`` and commit it at once; returns the trial id.
 
-        ``seq`` is the plan position the trial carries out. If the run holds a ``pending`` trial for
-        that ``seq`` (written before the trial started), that row is completed in place and keeps its id.
-        """
+        ``seq`` is the plan position the trial carries out."""
         if record.run_id is None:
             raise ValueError("add_trial: the record has no run_id")
         metrics_json = dumps(record.metrics.model_dump(exclude_defaults=True), "the metrics")
@@ -320,29 +317,12 @@ class Store:
                 config_id, env_id, record.repeat_index, seq, record.status, record.error,
                 metrics_json, details_json, record.started_at, record.finished_at,
             )  # fmt: skip
-            pending = None
-            if seq is not None:
-                pending = conn.execute(
-                    "SELECT id FROM trials WHERE run_id = ? AND seq = ? AND status = 'pending' ORDER BY id LIMIT 1",
-                    (record.run_id, seq),
-                ).fetchone()
-            if pending is not None:
-                trial_id = int(pending[0])
-                conn.execute(
-                    "UPDATE trials SET config_id = ?, env_id = ?, repeat_index = ?, seq = ?, status = ?,"
-                    " error = ?, metrics_json = ?, details_json = ?, started_at = ?, finished_at = ?"
-                    " WHERE id = ?",
-                    (*values, trial_id),
-                )
-                conn.execute("DELETE FROM warnings WHERE trial_id = ?", (trial_id,))
-                conn.execute("DELETE FROM metrics WHERE trial_id = ?", (trial_id,))
-            else:
-                cursor = conn.execute(
-                    "INSERT INTO trials (config_id, env_id, repeat_index, seq, status, error, metrics_json,"
-                    " details_json, started_at, finished_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*values, record.run_id),
-                )
-                trial_id = int(cursor.lastrowid)
+            cursor = conn.execute(
+                "INSERT INTO trials (config_id, env_id, repeat_index, seq, status, error, metrics_json,"
+                " details_json, started_at, finished_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, record.run_id),
+            )
+            trial_id = int(cursor.lastrowid)
             conn.executemany(
                 "INSERT INTO warnings (trial_id, position, text) VALUES (?, ?, ?)",
                 [(trial_id, i, text) for i, text in enumerate(record.warnings)],
@@ -355,39 +335,20 @@ class Store:
         conn.execute(f"INSERT OR IGNORE INTO {table} ({key_col}, {json_col}) VALUES (?, ?)", (key, text))
         return int(conn.execute(f"SELECT id FROM {table} WHERE {key_col} = ?", (key,)).fetchone()[0])
 
-    def mark_aborted(self, run_id: int, seq: int | None = None, error: str = "interrupted") -> int:
-        """Record an interruption: the run's ``pending`` trials (all, or only ``seq``'s) become
-        ``aborted`` with ``error``. If ``seq`` names a plan entry that has no trial at all, an aborted
-        trial is written for it from the plan. Returns how many trials were marked. ``--resume``
-        re-runs aborted entries. (The run itself is closed with ``finish_run(run_id, "aborted")``.)"""
-        with self.transaction() as conn, self._errors("mark trials aborted"):
-            plan = self.plan(run_id)
-            where, args = "run_id = ? AND status = 'pending'", [run_id]
-            if seq is not None:
-                where, args = where + " AND seq = ?", [run_id, seq]
-            now = time.time()
-            marked = conn.execute(
-                f"UPDATE trials SET status = 'aborted', error = ?, finished_at = COALESCE(finished_at, ?)"
-                f" WHERE {where}",
-                (error, now, *args),
-            ).rowcount
-            if seq is not None and marked == 0:
-                entry = next((e for e in plan if e["seq"] == seq), None)
-                if entry is None:
-                    raise ValueError(f"mark_aborted: run {run_id} has no plan entry with seq {seq}")
-                exists = conn.execute("SELECT 1 FROM trials WHERE run_id = ? AND seq = ?", (run_id, seq)).fetchone()
-                if exists is None:
-                    record = TrialRecord(
-                        run_id=run_id,
-                        config=entry["config"],
-                        repeat_index=entry.get("repeat_index", 0),
-                        status="aborted",
-                        error=error,
-                        finished_at=now,
-                    )
-                    self.add_trial(record, seq=seq)
-                    marked = 1
-        return marked
+    def mark_aborted(self, run_id: int, seq: int, error: str = "interrupted") -> int:
+        """Record an interruption of plan entry ``seq``: when it has no trial yet, an aborted trial is
+        written for it from the plan (``--resume`` re-runs aborted entries). Returns how many trials
+        were written (0 or 1). The run itself is closed with ``finish_run(run_id, "aborted")``."""
+        with self.transaction() as conn, self._errors("mark a trial aborted"):
+            entry = next((e for e in self.plan(run_id) if e["seq"] == seq), None)
+            if entry is None:
+                raise ValueError(f"mark_aborted: run {run_id} has no plan entry with seq {seq}")
+            if conn.execute("SELECT 1 FROM trials WHERE run_id = ? AND seq = ?", (run_id, seq)).fetchone():
+                return 0
+            record = TrialRecord(run_id=run_id, config=entry["config"], repeat_index=entry.get("repeat_index", 0),
+                                 status="aborted", error=error, finished_at=time.time())
+            self.add_trial(record, seq=seq)
+            return 1
 
     def finished_seqs(self, run_id: int) -> set[int]:
         """Plan positions that have a trial with status ok or failed (done; not re-run by --resume)."""
@@ -399,7 +360,7 @@ class Store:
         return {int(r[0]) for r in rows}
 
     def missing_plan(self, run_id: int) -> list[dict[str, Any]]:
-        """The plan entries still to run for ``--resume``, in plan order (aborted and pending included)."""
+        """The plan entries still to run for ``--resume``, in plan order (aborted ones included)."""
         with self._snapshot():
             done = self.finished_seqs(run_id)
             return [entry for entry in self.plan(run_id) if entry["seq"] not in done]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -19,21 +20,31 @@ needs_dpdk = pytest.mark.skipif(shutil.which("dpdk-testpmd") is None, reason="dp
 
 
 def labctl_processes() -> list[psutil.Process]:
+    """This test's DPDK processes: their command lines name its run directory (LABCTL_RUN_DIR, a
+    temporary directory per test), so other labctl sessions on this host are not counted."""
+    run_dir = os.environ.get("LABCTL_RUN_DIR", "/run/labctl")
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info.get("cmdline") or []
-        if any("dpdk-testpmd" in part for part in cmdline[:4]) and any("labctl-" in part for part in cmdline):
+        if any("dpdk-testpmd" in part for part in cmdline[:4]) and any(run_dir in part for part in cmdline):
             found.append(proc)
     return found
 
 
+def _runtime_dirs() -> set[str]:
+    return {p.name for p in RUNTIME_ROOT.glob("labctl-*")} if RUNTIME_ROOT.exists() else set()
+
+
 @pytest.fixture
 def no_leftovers(tmp_path):
-    """Asserts, after the test, that no labctl testpmd, socket, runtime dir or hugetlbfs mount is left."""
+    """Asserts, after the test, that it left no labctl testpmd, socket, runtime dir or hugetlbfs mount
+    (compared with what was there before it: other labctl sessions on this host are not this test's)."""
     before_pages = _pool()
+    before_procs = {p.pid for p in labctl_processes()}
+    before_dirs = _runtime_dirs()
     yield
-    assert labctl_processes() == []
-    assert not [p for p in RUNTIME_ROOT.glob("labctl-*")] if RUNTIME_ROOT.exists() else True
+    assert [p for p in labctl_processes() if p.pid not in before_procs] == []
+    assert _runtime_dirs() - before_dirs == set()
     run = tmp_path / "run"
     assert not run.exists() or not any(run.rglob("*")), list(run.rglob("*"))
     mounts = Path("/proc/mounts").read_text()

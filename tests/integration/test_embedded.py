@@ -99,9 +99,12 @@ def test_zero_forwarding_is_a_failed_trial(no_leftovers, monkeypatch):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_trial_cleans_up(no_leftovers, tmp_path, sig):
     env = {**os.environ}
+    # a background job of a non-interactive shell (a CI step run with &) ignores SIGINT, and its children
+    # inherit that: give labctl the default disposition, as a terminal would
     proc = subprocess.Popen([sys.executable, "-m", "labctl.cli", "run", str(DOMAINS / "quick.yaml"),
                              "--set", "workload.duration_s=30", "--set", "guest.hugepages=true"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline and len(labctl_processes()) < 2:
         time.sleep(0.2)

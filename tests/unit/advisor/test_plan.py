@@ -7,8 +7,8 @@ import json
 import pytest
 
 from advisor.plan import apply_plan, pinning_plan
-from labctl.host.cpuset import parse_cpuset
 from labctl.errors import PlanError
+from labctl.host.cpuset import parse_cpuset
 from labctl.host.facts import HostFacts, HugepagePool, KvmStatus
 from labctl.profile.load import load_profile
 from labctl.profile.rules import check_profile

@@ -10,11 +10,11 @@ from advisor import datasets
 from advisor.advice import DEFAULT_MAX_LOSS, Advice
 from advisor.apply import apply_advice
 from advisor.facts import tx_ring_violation
-from advisor.recommend import advise, trials_from_store
+from advisor.recommend import advise
+from labctl import api
 from labctl.errors import UserError
 from labctl.results.record import TrialRecord
 from labctl.results.store import Store
-
 
 RX = "guest.nics.*.rx_queue_size"
 TX = "guest.nics.*.tx_queue_size"
@@ -229,12 +229,13 @@ def test_advise_from_the_store(tmp_path):
         run_id = store.create_run("planted", {}, [])
         for record in datasets.queue_rate():
             store.add_trial(record.model_copy(update={"id": None, "run_id": run_id}))
-    got_run, trials = trials_from_store(db)
+    got_run, trials = api.trials(db, status=None)
     assert got_run == run_id and len(trials) == 24
     advice = advise(trials)
     assert recs_by_knob(advice)[QUEUES][0].value == 2
+    assert recs_by_knob(api.advise(db))[QUEUES][0].value == 2  # the library face reads the same run
     with pytest.raises(UserError):
-        trials_from_store(tmp_path / "missing.db")
+        api.trials(tmp_path / "missing.db")
 
 
 def test_two_recordings_of_one_grid_on_this_noisy_host_do_not_contradict_each_other():

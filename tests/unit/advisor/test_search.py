@@ -12,8 +12,8 @@ import pytest
 from advisor import datasets
 from advisor.search import ReplayEvaluator, replay, space_from_profile, tune
 from labctl.errors import UserError
-from labctl.results.interchange import record_to_line
 from labctl.profile.load import load_profile
+from labctl.results.interchange import record_to_line
 from labctl.results.record import Metrics, TrialRecord
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labctl.lab.libvirt.domxml import RenderContext, render as render_plan
+from labctl.lab.libvirt.domxml import RenderContext
+from labctl.lab.libvirt.domxml import render as render_plan
 from labctl.lab.plan import LabDirs, derive, tap_name
 from labctl.profile.load import load_profile
 from labctl.profile.schema import Profile

@@ -122,3 +122,12 @@ def test_out_paths_checked_before_work(cli, tmp_path):
     assert code == 2 and "--out" in err
     code, _, err = cli("plot", "--db", str(db), "--by", "x", "--out", str(tmp_path / "missing" / "x.png"))
     assert code == 2 and "--out" in err and not (tmp_path / "missing").exists()
+
+
+def test_version_and_shell_completion(cli):
+    from labctl import __version__
+
+    code, out, _ = cli("--version")
+    assert code == 0 and out.strip() == f"labctl {__version__}"
+    code, out, _ = cli("--help")
+    assert code == 0 and "--install-completion" in out and "--show-completion" in out

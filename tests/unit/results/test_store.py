@@ -1,10 +1,7 @@
-"""The SQLite result store and JSONL/CSV interchange."""
+"""The SQLite result store: round trips, durability, runs and resume bookkeeping, schema versions."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import sqlite3
 import subprocess
 import sys
@@ -13,64 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from labctl.errors import StoreError, UserError
-from labctl.errors import ImportFormatError
-from labctl.results.interchange import export_csv, export_jsonl, import_jsonl
-from labctl.results.record import Environment, Metrics, TrialRecord
-from labctl.errors import UnknownRunError
+from labctl.errors import StoreError, UnknownRunError
+from labctl.results.record import Metrics, TrialRecord
 from labctl.results.schema import SCHEMA_VERSION
 from labctl.results.store import Store
-
-ENV = Environment(host="lab1", cores=2, kernel="6.1.0", accel="tcg", lab="embedded", pins={"vswitch": "1"})
-
-
-def config(rx: int = 256, queues: int = 1) -> dict:
-    return {
-        "name": "demo",
-        "guest.nics.0.rx_queue_size": rx,
-        "guest.nics.0.queues": queues,
-        "guest.hugepages": False,
-        "workload.duration_s": 10.0,
-        "uri": None,
-    }
-
-
-def record(run_id: int, rx: int = 256, mpps: float = 9.8, **kw) -> TrialRecord:
-    fields = {
-        "run_id": run_id,
-        "config": config(rx),
-        "env": ENV,
-        "metrics": Metrics(
-            mpps=mpps,
-            loss_ratio=0.0002,
-            tx_dropped=1200,
-            drops={"ring_full": 1200},
-            queue_shares={"guest.port0.rxq0": 1.0},
-            cpu={"vswitch_pmd": 99.5},
-        ),
-        "warnings": ["shared cores", "two-band result"],
-        "details": {"per_queue": [{"q": 0, "ipackets": 123}]},
-        "repeat_index": 1,
-        "started_at": 1700000000.25,
-        "finished_at": 1700000010.5,
-    }
-    fields.update(kw)
-    return TrialRecord(**fields)
-
-
-def plan(n: int) -> list[dict]:
-    return [{"seq": i, "config": config(256 * 2 ** (i % 3)), "repeat_index": i // 3} for i in range(n)]
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "labctl.db"
-
-
-@pytest.fixture
-def store(db: Path):
-    with Store(db) as s:
-        yield s
+from tests.conftest import ROOT
+from tests.factories import ENV, plan, record
 
 
 def test_records_round_trip(store: Store) -> None:
@@ -155,7 +100,7 @@ def test_trial_survives_kill_9(db: Path) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[2], timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, timeout=60)
     assert proc.returncode == -9
     with Store(db) as s:
         (trial,) = s.trials()
@@ -184,14 +129,11 @@ def test_resume_bookkeeping(store: Store) -> None:
         store.add_trial(record(run_id), seq=12)
 
 
-def test_pending_then_finished_and_mark_aborted(store: Store) -> None:
+def test_mark_aborted(store: Store) -> None:
     run_id = store.create_run("sweep", {}, plan(3))
-    pending_id = store.add_trial(record(run_id, status="pending", metrics=Metrics()), seq=0)
-    done_id = store.add_trial(record(run_id, mpps=12.0), seq=0)
-    assert done_id == pending_id  # the pending row is completed in place
+    store.add_trial(record(run_id, mpps=12.0), seq=0)
     assert [r.metrics.mpps for r in store.trials(run_id, status=None)] == [12.0]
-    store.add_trial(record(run_id, status="pending", metrics=Metrics()), seq=1)
-    assert store.mark_aborted(run_id) == 1
+    assert store.mark_aborted(run_id, seq=1) == 1
     (aborted,) = store.trials(run_id, status="aborted")
     assert aborted.error == "interrupted"
     # a plan entry with no trial at all gets an aborted trial from the plan
@@ -214,8 +156,6 @@ def test_metrics_table_and_view(store: Store) -> None:
     assert names == {"mpps", "loss_ratio", "tx_dropped", "drops.ring_full", "queue_shares.guest.port0.rxq0",
                      "cpu.vswitch_pmd"}  # fmt: skip
 
-
-# -- schema versions ---------------------------------------------------------------------------------
 
 # The v1 schema exactly as labctl 0.1 wrote it (frozen here on purpose: old files do not change).
 V1_DDL = """
@@ -300,156 +240,3 @@ def test_foreign_or_broken_files_are_refused(tmp_path: Path) -> None:
         Store(tmp_path / "no" / "such" / "dir" / "x.db")
 
 
-# -- interchange --------------------------------------------------------------------------------------
-
-LINES = [
-    {
-        "config": {"guest.nics.0.rx_queue_size": 1024, "guest.nics.0.queues": 2},
-        "metrics": {"mpps": 9.8, "loss_ratio": 0.0002, "tx_dropped": 1200},
-        "env": {"host": "lab1", "accel": "kvm"},
-    },
-    {
-        "config": {"guest.nics.0.rx_queue_size": 256, "guest.nics.0.queues": 2},
-        "metrics": {"mpps": 15.1, "drops": {"ring_full": 4}},
-        "env": {"host": "lab1", "accel": "kvm"},
-        "status": "failed",
-        "error": "vhost: too many memory regions",
-        "warnings": ["two-band result"],
-        "details": {"q": [1, 2]},
-        "repeat_index": 2,
-    },
-]
-
-
-def write_jsonl(path: Path, lines: list) -> Path:
-    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
-    return path
-
-
-def test_jsonl_import_export_round_trip(store: Store, tmp_path: Path) -> None:
-    src = write_jsonl(tmp_path / "in.jsonl", LINES[:1] + [""] + LINES[1:])  # a blank line is skipped
-    run_id, count = import_jsonl(store, src, run_name="lab1-results")
-    assert count == 2
-    run = store.run(run_id)
-    assert (run["profile_name"], run["status"], run["host"]) == ("lab1-results", "imported", "lab1")
-    assert store.missing_plan(run_id) == []
-    imported = store.trials(run_id, status=None)
-    assert [r.metrics.mpps for r in imported] == [9.8, 15.1]
-    assert imported[1].warnings == ["two-band result"] and imported[1].repeat_index == 2
-
-    out = tmp_path / "out.jsonl"
-    assert export_jsonl(store, out, run_id) == 2
-    exported = [json.loads(line) for line in out.read_text().splitlines()]
-    assert exported[0] == {**LINES[0], "status": "ok", "repeat_index": 0}
-    assert exported[1] == LINES[1]
-
-    again, _ = import_jsonl(store, out)
-    strip = [r.model_copy(update={"id": None, "run_id": None}) for r in store.trials(again, status=None)]
-    assert strip == [r.model_copy(update={"id": None, "run_id": None}) for r in imported]
-    second = io.StringIO()
-    export_jsonl(store, second, again)
-    assert second.getvalue() == out.read_text()  # byte-identical after a second trip
-
-
-def test_export_of_stored_records_round_trips(store: Store, tmp_path: Path) -> None:
-    run_id = store.create_run("demo", {}, plan(2))
-    sent = [record(run_id), record(run_id, rx=1024, status="aborted", error="interrupted")]
-    for i, r in enumerate(sent):
-        store.add_trial(r, seq=i)
-    out = tmp_path / "x.jsonl"
-    export_jsonl(store, out, run_id)
-    new_run, _ = import_jsonl(store, out)
-    assert [r.model_copy(update={"id": None, "run_id": None}) for r in store.trials(new_run, status=None)] == [
-        r.model_copy(update={"run_id": None}) for r in sent
-    ]
-
-
-def test_malformed_line_names_line_and_field_and_imports_nothing(store: Store, tmp_path: Path) -> None:
-    bad = dict(LINES[0], metrics={"mpps": "fast"})
-    src = write_jsonl(tmp_path / "bad.jsonl", [LINES[0], LINES[1], bad, LINES[0]])
-    with pytest.raises(ImportFormatError) as info:
-        import_jsonl(store, src)
-    err = info.value
-    assert isinstance(err, UserError) and err.exit_code == 2
-    assert str(err).startswith(f"{src}:3: metrics.mpps: ")
-    assert "\n" not in str(err)
-    assert (err.line, err.field) == (3, "metrics.mpps")
-    assert store.runs() == [] and store.trials(status=None) == []
-
-
-@pytest.mark.parametrize(
-    ("line", "where"),
-    [
-        ('{"config": {"a": 1}, "metrics": {"mpps": 1.0}', ":2: not valid JSON"),
-        ("[1, 2]", ":2: expected a JSON object"),
-        ({"metrics": {"mpps": 1.0}}, ":2: config: missing"),
-        ({"config": {"a": [1]}}, ":2: config.a: a knob value must be"),
-        ({"config": {}, "env": {"accel": "xen"}}, ":2: env.accel: "),
-        ({"config": {}, "metrics": {"mppps": 1.0}}, ":2: metrics.mppps: unknown field (allowed: mpps,"),
-        ({"config": {}, "status": "great"}, ":2: status: "),
-        ({"config": {}, "id": 4}, ":2: id: is assigned by the store"),
-    ],
-)
-def test_bad_lines(store: Store, tmp_path: Path, line, where: str) -> None:
-    src = write_jsonl(tmp_path / "b.jsonl", [LINES[0], line])
-    with pytest.raises(ImportFormatError, match="^" + str(src).replace(".", r"\.") + where.replace("(", r"\(")):
-        import_jsonl(store, src)
-    assert store.latest_run_id() is None
-
-
-def test_more_bad_lines_are_counted(store: Store, tmp_path: Path) -> None:
-    src = write_jsonl(tmp_path / "b.jsonl", ["{", LINES[0], "{", "{"])
-    with pytest.raises(ImportFormatError, match=r":1: .*\(2 more bad lines\)$"):
-        import_jsonl(store, src)
-
-
-def test_unreadable_or_empty_import(store: Store, tmp_path: Path) -> None:
-    with pytest.raises(ImportFormatError, match="cannot read"):
-        import_jsonl(store, tmp_path / "missing.jsonl")
-    with pytest.raises(ImportFormatError, match="no trial records"):
-        import_jsonl(store, write_jsonl(tmp_path / "empty.jsonl", [""]))
-
-
-def test_failure_mid_import_rolls_back(store: Store, tmp_path: Path, monkeypatch) -> None:
-    src = write_jsonl(tmp_path / "in.jsonl", LINES)
-    real = Store.add_trial
-    calls = []
-
-    def flaky(self, rec, seq=None):
-        calls.append(seq)
-        if len(calls) == 2:
-            raise StoreError("disk full")
-        return real(self, rec, seq)
-
-    monkeypatch.setattr(Store, "add_trial", flaky)
-    with pytest.raises(StoreError, match="disk full"):
-        import_jsonl(store, src)
-    monkeypatch.undo()
-    assert store.runs() == [] and store.trials(status=None) == []
-    assert import_jsonl(store, src)[1] == 2  # the store is still usable
-
-
-def test_csv_columns(store: Store, tmp_path: Path) -> None:
-    run_id = store.create_run("demo", {}, plan(2))
-    a = store.add_trial(record(run_id), seq=0)
-    b = store.add_trial(record(run_id, rx=1024, status="failed", error="boom", metrics=Metrics(mpps=1.5)), seq=1)
-    out = tmp_path / "t.csv"
-    assert export_csv(store, out, run_id) == 2
-    with open(out, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    header = list(rows[0])
-    assert header[:6] == ["run_id", "trial_id", "status", "repeat_index", "host", "accel"]
-    knobs = list(config())
-    assert header[6 : 6 + len(knobs)] == knobs
-    for column in ("mpps", "gbps", "loss_ratio", "tx_dropped", "window_s", "drops.ring_full", "cpu.vswitch_pmd",
-                   "error", "warnings"):  # fmt: skip
-        assert column in header
-    assert "drops" not in header and "config" not in header
-    first, second = rows
-    assert (first["run_id"], first["trial_id"], first["status"]) == (str(run_id), str(a), "ok")
-    assert (first["host"], first["accel"]) == ("lab1", "tcg")
-    assert (first["guest.nics.0.rx_queue_size"], first["guest.hugepages"], first["uri"]) == ("256", "false", "")
-    assert (first["mpps"], first["tx_dropped"], first["drops.ring_full"], first["gbps"]) == ("9.8", "1200", "1200", "")
-    assert first["warnings"] == "shared cores; two-band result"
-    assert (second["trial_id"], second["status"], second["mpps"], second["error"]) == (str(b), "failed", "1.5", "boom")
-    assert second["drops.ring_full"] == ""

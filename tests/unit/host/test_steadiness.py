@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import psutil
 import pytest
 
-import subprocess
-import sys
-
-from labctl.host import steadiness
 from labctl.errors import ProbeError, UserError
+from labctl.host import steadiness
 from labctl.host.steadiness import STEADY_SPREAD, Sample, probe, summarise
 
 
