@@ -1,0 +1,1 @@
+"""DPDK processes: EAL options and memory, testpmd, the telemetry client."""

@@ -1,0 +1,1 @@
+"""Measuring: one trial, a run session in the store, sweeps."""

@@ -1,0 +1,1 @@
+"""Results: the trial record, the SQLite store (schema, codecs, Store), JSONL/CSV interchange."""

@@ -1,0 +1,1 @@
+"""Workloads: the forwarding workload's measurements (snapshots to metrics)."""
