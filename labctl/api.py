@@ -20,7 +20,7 @@ from typing import IO, Any, Iterable
 from labctl import signals
 from labctl.errors import ProfileError, Problem, UserError
 from labctl.events import Event, OnEvent, notify
-from labctl.host.paths import can_create
+from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile, validate_data
 from labctl.results.record import Metrics, TrialRecord
 from labctl.results.store import Store

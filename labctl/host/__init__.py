@@ -1,1 +1,1 @@
-"""This host: facts for doctor, cpusets, steadiness, the environment fingerprint, thread readers, the monitor, labctl's directories."""
+"""This host: facts for doctor, cpusets, steadiness, the environment fingerprint, thread readers and the monitor."""

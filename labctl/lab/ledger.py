@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from labctl import signals
 from labctl.errors import StateError
-from labctl.host.paths import state_dir
+from labctl.paths import state_dir
 
 #: Modules that register resource kinds (imported the first time a kind is looked up).
 KIND_MODULES = ("labctl.lab.kinds", "labctl.lab.libvirt.kinds")

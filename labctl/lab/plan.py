@@ -21,7 +21,7 @@ from pathlib import Path
 
 from labctl.dpdk.eal import mbuf_budget
 from labctl.dpdk.testpmd import TestpmdOptions
-from labctl.host import paths
+from labctl import paths
 from labctl.host.cpuset import format_cpuset, parse_cpuset
 from labctl.profile.schema import Nic, Profile
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from labctl.errors import NotAStoreError, StoreError, UnknownRunError, UserError
-from labctl.host.paths import can_create
+from labctl.paths import can_create
 from labctl.results.codecs import dumps, env_fingerprint, status_filter
 from labctl.results.record import TrialRecord
 from labctl.results.schema import MIGRATIONS, SCHEMA_VERSION, insert_metrics
