@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libvirt-clients libvirt-dev
   libxml2-utils dnsmasq-base pkg-config iproute2 kmod cpio
   dpdk dpdk-dev librte-net-vhost23 librte-net-virtio23 librte-mempool-ring23
+  openvswitch-switch-dpdk
   busybox-static ethtool iperf3 tmux
   python3-venv
 )
