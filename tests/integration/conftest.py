@@ -32,7 +32,15 @@ def labctl_processes() -> list[psutil.Process]:
 
 
 def _runtime_dirs() -> set[str]:
-    return {p.name for p in RUNTIME_ROOT.glob("labctl-*")} if RUNTIME_ROOT.exists() else set()
+    """labctl DPDK runtime directories that no running process owns (a live process's directory is that
+    process's; one left behind by a process that has gone is a leak)."""
+    if not RUNTIME_ROOT.exists():
+        return set()
+    owned = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        owned.update(cmdline[i + 1] for i in range(len(cmdline) - 1) if cmdline[i] == "--file-prefix")
+    return {p.name for p in RUNTIME_ROOT.glob("labctl-*") if p.name not in owned}
 
 
 @pytest.fixture

@@ -7,6 +7,17 @@
 #   labctl.mode=workload  bind the virtio-net PCI devices to a userspace driver and run dpdk-testpmd as
 #                         the guest forwarder; LABCTL-STATS {json} lines while it runs, a final one
 #                         ("final": true), then LABCTL-DONE, then power off.
+#   labctl.mode=serve     prepare the NICs as for workload, then take commands from the virtio-serial port
+#                         labctl.channel names (one command a line; replies are LABCTL- lines on the same
+#                         port and, copied, on the console) until POWEROFF:
+#                           HELLO              -> the LABCTL-NIC lines again, then LABCTL-READY {json}
+#                           FWD ARG,ARG,...    -> start dpdk-testpmd with these application arguments (as
+#                                                 labctl.testpmd); LABCTL-INFO {"testpmd": "ready"} once it
+#                                                 answers at its prompt, or LABCTL-ERROR
+#                           TP COMMAND         -> one command at testpmd's prompt (start, stop,
+#                                                 show fwd stats all: a LABCTL-STATS line with "seq")
+#                           END                -> quit testpmd; LABCTL-FWD-END {json}
+#                           POWEROFF           -> LABCTL-DONE and power off
 #   labctl.mode=shell     (debugging) a busybox shell on the console.
 # Workload parameters (defaults in brackets):
 #   labctl.testpmd=ARG,ARG,...   dpdk-testpmd's application arguments, comma-separated: the lab plan's
@@ -57,10 +68,16 @@ for word in $(cat /proc/cmdline); do
 done
 
 # --- helpers ----------------------------------------------------------------------------------------
+CHANNEL_FD=
 emit() {
-    # one LABCTL line to the console and, when asked for, to the virtio-serial channel
+    # one LABCTL line to the console and, when asked for, to the virtio-serial channel (a virtio-serial
+    # port opens once at a time: serve mode keeps it open on fd 4)
     echo "$*"
-    if [ -n "$CHANNEL_DEV" ]; then echo "$*" >>"$CHANNEL_DEV" 2>/dev/null; fi
+    if [ -n "$CHANNEL_FD" ]; then
+        echo "$*" >&4 2>/dev/null
+    elif [ -n "$CHANNEL_DEV" ]; then
+        echo "$*" >>"$CHANNEL_DEV" 2>/dev/null
+    fi
 }
 
 json_str() {
@@ -224,24 +241,19 @@ arg_value() {
     done
 }
 
-mode_workload() {
-    targs=$(echo "${LABCTL_testpmd:--i,--forward-mode=io}" | tr ',' ' ')
+parse_testpmd_args() {
+    # $1: comma-separated testpmd application arguments -> targs, rxq, txq, nbcores, lcores
+    targs=$(echo "${1:--i,--forward-mode=io}" | tr ',' ' ')
     for a in $targs; do
-        case "$a" in -*) ;; *) error args "not a testpmd argument: $a"; return ;; esac
-        case "$a" in *[!A-Za-z0-9_.=:/+-]*) error args "bad testpmd argument: $a"; return ;; esac
+        case "$a" in -*) ;; *) error args "not a testpmd argument: $a"; return 1 ;; esac
+        case "$a" in *[!A-Za-z0-9_.=:/+-]*) error args "bad testpmd argument: $a"; return 1 ;; esac
     done
-    duration=${LABCTL_duration:-30}
-    period=${LABCTL_period:-5}
-    tx_first=${LABCTL_tx_first:-0}
-    driver=${LABCTL_driver:-uio_pci_generic}
-    topology=${LABCTL_topology:-paired}
     rxq=$(arg_value rxq); rxq=${rxq:-1}
     txq=$(arg_value txq); txq=${txq:-$rxq}
     nbcores=$(arg_value nb-cores); nbcores=${nbcores:-1}
-    for v in "$duration" "$period" "$tx_first" "$rxq" "$txq" "$nbcores"; do
-        is_uint "$v" || { error args "not a number: $v"; return; }
+    for v in "$rxq" "$txq" "$nbcores"; do
+        is_uint "$v" || { error args "not a number: $v"; return 1; }
     done
-    [ "$period" -gt 0 ] || period=1
     ncpu=$(nproc)
     # the main lcore floats over every vCPU (it mostly sleeps at the prompt), worker i runs on vCPU i-1,
     # as the embedded lab places its main lcore and one worker per vCPU
@@ -254,29 +266,7 @@ mode_workload() {
     if [ "$nbcores" -gt "$ncpu" ]; then
         emit "LABCTL-WARN {\"message\": \"$nbcores forwarding cores on $ncpu vCPUs: some share a vCPU\"}"
     fi
-
-    load_modules net
-    find_channel
-    wait_nics
-    nics=$(virtio_nics)
-    if [ -z "$nics" ]; then
-        error nics "no virtio-net NIC found"
-        return
-    fi
-    # report the NICs as the kernel saw them, and the queue limit for testpmd
-    maxq=
-    pcis=
-    for ifname in $nics; do
-        js=$(nic_json "$ifname")
-        emit "LABCTL-NIC $js"
-        set -- $(ethtool_pair -l Combined "$ifname")
-        if is_uint "$1"; then
-            if [ -z "$maxq" ] || [ "$1" -lt "$maxq" ]; then maxq=$1; fi
-        fi
-        pcis="$pcis $(basename "$(readlink -f "/sys/class/net/$ifname/device/..")")"
-    done
-    [ -n "$maxq" ] || maxq=1
-    if [ "$rxq" -gt "$maxq" ] || [ "$txq" -gt "$maxq" ]; then
+    if [ -n "$maxq" ] && { [ "$rxq" -gt "$maxq" ] || [ "$txq" -gt "$maxq" ]; }; then
         emit "LABCTL-WARN {\"message\": \"rxq/txq $rxq/$txq above the NICs' $maxq queue pairs, using $maxq\"}"
         [ "$rxq" -gt "$maxq" ] && rxq=$maxq
         [ "$txq" -gt "$maxq" ] && txq=$maxq
@@ -287,8 +277,36 @@ mode_workload() {
         done
         targs=$clamped
     fi
+    return 0
+}
 
-    # userspace driver
+prepare_ports() {
+    # the virtio-net NICs reported (LABCTL-NIC), bound to the userspace driver, hugepages reserved;
+    # sets nics_json, maxq, allow
+    driver=${LABCTL_driver:-uio_pci_generic}
+    load_modules net
+    find_channel
+    wait_nics
+    nics=$(virtio_nics)
+    if [ -z "$nics" ]; then
+        error nics "no virtio-net NIC found"
+        return 1
+    fi
+    maxq=
+    pcis=
+    nics_json=
+    for ifname in $nics; do
+        js=$(nic_json "$ifname")
+        nics_json="$nics_json$js
+"
+        emit "LABCTL-NIC $js"
+        set -- $(ethtool_pair -l Combined "$ifname")
+        if is_uint "$1"; then
+            if [ -z "$maxq" ] || [ "$1" -lt "$maxq" ]; then maxq=$1; fi
+        fi
+        pcis="$pcis $(basename "$(readlink -f "/sys/class/net/$ifname/device/..")")"
+    done
+    [ -n "$maxq" ] || maxq=1
     case "$driver" in
         uio_pci_generic) load_modules uio ;;
         vfio-pci|vfio_pci)
@@ -296,7 +314,7 @@ mode_workload() {
             # only useful with a (virtual) IOMMU, or with a kernel built with VFIO_NOIOMMU
             load_modules vfio "vfio:enable_unsafe_noiommu_mode=1"
             ;;
-        *) error args "unknown labctl.driver=$driver"; return ;;
+        *) error args "unknown labctl.driver=$driver"; return 1 ;;
     esac
     allow=
     for pci in $pcis; do
@@ -306,16 +324,15 @@ mode_workload() {
                 hint=" (no IOMMU in this guest and no vfio no-IOMMU mode in this kernel: use uio_pci_generic)"
             fi
             error bind "cannot bind $pci to $driver$hint"
-            return
+            return 1
         fi
         allow="$allow -a $pci"
     done
-
     # hugepages (2 MiB): DPDK needs physical addresses for a PCI device without an IOMMU
     mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
     if [ -n "$LABCTL_hugepages" ]; then
         pages=$LABCTL_hugepages
-        is_uint "$pages" || { error args "not a number: labctl.hugepages=$pages"; return; }
+        is_uint "$pages" || { error args "not a number: labctl.hugepages=$pages"; return 1; }
     else
         pages=$((mem_kb / 2 / 2048))
         [ "$pages" -gt 512 ] && pages=512
@@ -323,12 +340,124 @@ mode_workload() {
     echo "$pages" >/proc/sys/vm/nr_hugepages
     got=$(cat /proc/sys/vm/nr_hugepages)
     mount -t hugetlbfs nodev /dev/hugepages
-    emit "LABCTL-INFO {\"hugepages\": $got, \"driver\": $(json_str "$driver"), \"lcores\": $(json_str "$lcores"), \"rxq\": $rxq, \"txq\": $txq}"
+    emit "LABCTL-INFO {\"hugepages\": $got, \"driver\": $(json_str "$driver")}"
     if [ "$got" -lt 16 ]; then
         error hugepages "only $got hugepages could be reserved"
-        return
+        return 1
     fi
+    return 0
+}
 
+testpmd_argv() {
+    # the whole dpdk-testpmd command line (in "$@" of the caller) from targs and lcores
+    topology=${LABCTL_topology:-paired}
+    topo=
+    [ "$topology" != paired ] && topo="--port-topology=$topology"
+    echo "--lcores $lcores -n 1 --in-memory --iova-mode=pa $allow -- $targs $topo"
+}
+
+testpmd_report() {
+    # testpmd's output on stdin -> LABCTL lines on stdout (and the console); the whole output to $log.
+    # Per port: "Forward statistics for port N" blocks; per queue (several streams per port): "Forward
+    # Stats for RX Port= P/Queue= Q -> TX Port= P/Queue= Q" blocks (testpmd 22.11 fwd_stream_stats_display).
+    awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" -v console="$1" -v logfile="$log" -v ended="$ended" '
+        function out(s) {
+            print s
+            fflush()
+            if (console != "") { print s > console; fflush(console) }
+        }
+        function num(s) { return (s ~ /^[0-9]+$/) ? s : 0 }
+        function now(   l, a) {
+            getline l < "/proc/uptime"; close("/proc/uptime")
+            split(l, a, " ")
+            return a[1]
+        }
+        function report(final,   i, js, qs, rx, tx, txd, rxd) {
+            js = ""
+            rx = tx = txd = rxd = 0
+            for (i = 0; i < nports; i++) {
+                p = order[i]
+                if (js != "") js = js ", "
+                js = js sprintf("{\"port\": %d, \"rx_packets\": %d, \"rx_dropped\": %d, \"tx_packets\": %d, \"tx_dropped\": %d}", p, prx[p], prxd[p], ptx[p], ptxd[p])
+                rx += prx[p]; tx += ptx[p]; txd += ptxd[p]; rxd += prxd[p]
+            }
+            qs = ""
+            for (i = 0; i < nstreams; i++) {
+                if (qs != "") qs = qs ", "
+                qs = qs sprintf("{\"rx_port\": %d, \"rx_queue\": %d, \"tx_port\": %d, \"tx_queue\": %d, \"rx_packets\": %d, \"tx_packets\": %d, \"tx_dropped\": %d}", srp[i], srq[i], stp[i], stq[i], srx[i], stx[i], std[i])
+            }
+            seq++
+            out(sprintf("LABCTL-STATS {\"seq\": %d, \"t\": %.1f, \"final\": %s, \"rx_packets\": %d, \"rx_dropped\": %d, \"tx_packets\": %d, \"tx_dropped\": %d, \"ports\": [%s], \"streams\": [%s]}", seq, now() - t0, final ? "true" : "false", rx, rxd, tx, txd, js, qs))
+            nports = 0
+            nstreams = 0
+            delete seen
+        }
+        BEGIN { t0 = now(); nports = 0; nstreams = 0; final = 0; port = -1; stream = -1; seq = 0 }
+        {
+            print $0 >> logfile
+            if (debug == "1") { printf "testpmd[%.1f]: %s\n", now() - t0, $0 > "/dev/console" }
+        }
+        /Number of available ports:/ && !isready { isready = 1; printf "" > ready; close(ready); out("LABCTL-INFO {\"testpmd\": \"ready\"}") }
+        /Telling cores to stop/ { final = 1 }
+        /Forward Stats for RX Port=/ {
+            s = $0; gsub(/[^0-9]+/, " ", s); split(s, f, " ")
+            stream = nstreams++; srp[stream] = f[1]; srq[stream] = f[2]; stp[stream] = f[3]; stq[stream] = f[4]
+            srx[stream] = stx[stream] = std[stream] = 0
+            port = -1
+            next
+        }
+        stream >= 0 && /RX-packets:/ {
+            for (i = 1; i < NF; i++) {
+                if ($i == "RX-packets:") srx[stream] = num($(i + 1))
+                if ($i == "TX-packets:") stx[stream] = num($(i + 1))
+                if ($i == "TX-dropped:") std[stream] = num($(i + 1))
+            }
+            stream = -1
+            next
+        }
+        /Forward statistics for port/ {
+            s = $0; sub(/.*for port[ \t]*/, "", s); sub(/[^0-9].*/, "", s)
+            port = s + 0
+            stream = -1
+            if (!(port in seen)) { seen[port] = 1; order[nports++] = port }
+            next
+        }
+        /Accumulated forward statistics for all ports/ { port = -1; if (nports > 0) report(final); next }
+        port >= 0 && /RX-packets:/ {
+            for (i = 1; i < NF; i++) {
+                if ($i == "RX-packets:") prx[port] = num($(i + 1))
+                if ($i == "RX-dropped:") prxd[port] = num($(i + 1))
+            }
+        }
+        port >= 0 && /TX-packets:/ {
+            for (i = 1; i < NF; i++) {
+                if ($i == "TX-packets:") ptx[port] = num($(i + 1))
+                if ($i == "TX-dropped:") ptxd[port] = num($(i + 1))
+            }
+        }
+        /EAL: Error|EAL: FATAL|Cannot init|Fail to|Failed to|error/ { lasterr = $0 }
+        END {
+            printf "" > ended; close(ended)
+            # with one port there is no accumulated block: report what was seen
+            if (nports > 0) report(final)
+            if (lasterr != "") {
+                gsub(/\\/, "\\\\", lasterr); gsub(/"/, "\\\"", lasterr)
+                out("LABCTL-INFO {\"testpmd_last_error\": \"" lasterr "\"}")
+            }
+        }'
+}
+
+mode_workload() {
+    # testpmd runs for labctl.duration seconds, driven by a script, then the appliance powers off
+    duration=${LABCTL_duration:-30}
+    period=${LABCTL_period:-5}
+    tx_first=${LABCTL_tx_first:-0}
+    for v in "$duration" "$period" "$tx_first"; do
+        is_uint "$v" || { error args "not a number: $v"; return; }
+    done
+    [ "$period" -gt 0 ] || period=1
+    prepare_ports || return
+    parse_testpmd_args "$LABCTL_testpmd" || return
     ready=/tmp/labctl.ready
     log=/tmp/testpmd.log
     ended=/tmp/labctl.ended
@@ -337,11 +466,9 @@ mode_workload() {
     rm -f "$ready" "$ended"
     start="start"
     [ "$tx_first" -gt 0 ] && start="start tx_first $tx_first"
-    topo=
-    [ "$topology" != paired ] && topo="--port-topology=$topology"
-    # shellcheck disable=SC2086
-    set -- --lcores "$lcores" -n 1 --in-memory --iova-mode=pa $allow -- $targs $topo
-    emit "LABCTL-INFO {\"testpmd\": $(json_str "dpdk-testpmd $*")}"
+    # shellcheck disable=SC2046
+    set -- $(testpmd_argv)
+    emit "LABCTL-INFO {\"testpmd\": $(json_str "dpdk-testpmd $*"), \"lcores\": $(json_str "$lcores"), \"rxq\": $rxq, \"txq\": $txq}"
     {
         # wait until testpmd has set its ports up, then drive it like a person at its prompt;
         # give up as soon as testpmd (and so the awk reading it) has gone
@@ -375,68 +502,9 @@ mode_workload() {
         fi
         echo "quit"
         nap 30
-        } | LD_PRELOAD="$LABCTL_STDBUF_PRELOAD" _STDBUF_O=L dpdk-testpmd "$@" 2>&1 | awk -v ready="$ready" -v debug="${LABCTL_debug:-0}" \
-            -v chan="$CHANNEL_DEV" -v logfile="$log" -v ended="$ended" '
-        function out(s) {
-            print s
-            fflush()
-            if (chan != "") { print s >> chan; fflush(chan) }
+        } | LD_PRELOAD="$LABCTL_STDBUF_PRELOAD" _STDBUF_O=L dpdk-testpmd "$@" 2>&1 | {
+            if [ -n "$CHANNEL_DEV" ]; then testpmd_report "" | tee -a "$CHANNEL_DEV"; else testpmd_report ""; fi
         }
-        function num(s) { return (s ~ /^[0-9]+$/) ? s : 0 }
-        function now(   l, a) {
-            getline l < "/proc/uptime"; close("/proc/uptime")
-            split(l, a, " ")
-            return a[1]
-        }
-        function report(final,   i, js, rx, tx, txd, rxd) {
-            js = ""
-            rx = tx = txd = rxd = 0
-            for (i = 0; i < nports; i++) {
-                p = order[i]
-                if (js != "") js = js ", "
-                js = js sprintf("{\"port\": %d, \"rx_packets\": %d, \"rx_dropped\": %d, \"tx_packets\": %d, \"tx_dropped\": %d}", p, prx[p], prxd[p], ptx[p], ptxd[p])
-                rx += prx[p]; tx += ptx[p]; txd += ptxd[p]; rxd += prxd[p]
-            }
-            out(sprintf("LABCTL-STATS {\"t\": %.1f, \"final\": %s, \"rx_packets\": %d, \"rx_dropped\": %d, \"tx_packets\": %d, \"tx_dropped\": %d, \"ports\": [%s]}", now() - t0, final ? "true" : "false", rx, rxd, tx, txd, js))
-            nports = 0
-            delete seen
-        }
-        BEGIN { t0 = now(); nports = 0; final = 0; port = -1 }
-        {
-            print $0 >> logfile
-            if (debug == "1") { printf "testpmd[%.1f]: %s\n", now() - t0, $0; fflush() }
-        }
-        /Number of available ports:/ && !isready { isready = 1; printf "" > ready; close(ready); out("LABCTL-INFO {\"testpmd\": \"ready\"}") }
-        /Telling cores to stop/ { final = 1 }
-        /Forward statistics for port/ {
-            s = $0; sub(/.*for port[ \t]*/, "", s); sub(/[^0-9].*/, "", s)
-            port = s + 0
-            if (!(port in seen)) { seen[port] = 1; order[nports++] = port }
-            next
-        }
-        /Accumulated forward statistics for all ports/ { port = -1; if (nports > 0) report(final); next }
-        port >= 0 && /RX-packets:/ {
-            for (i = 1; i < NF; i++) {
-                if ($i == "RX-packets:") prx[port] = num($(i + 1))
-                if ($i == "RX-dropped:") prxd[port] = num($(i + 1))
-            }
-        }
-        port >= 0 && /TX-packets:/ {
-            for (i = 1; i < NF; i++) {
-                if ($i == "TX-packets:") ptx[port] = num($(i + 1))
-                if ($i == "TX-dropped:") ptxd[port] = num($(i + 1))
-            }
-        }
-        /EAL: Error|EAL: FATAL|Cannot init|Fail to|Failed to|error/ { lasterr = $0 }
-        END {
-            printf "" > ended; close(ended)
-            # with one port there is no accumulated block: report what was seen
-            if (nports > 0) report(final)
-            if (lasterr != "") {
-                gsub(/\\/, "\\\\", lasterr); gsub(/"/, "\\\"", lasterr)
-                out("LABCTL-INFO {\"testpmd_last_error\": \"" lasterr "\"}")
-            }
-        }'
     if [ ! -e "$ready" ]; then
         error testpmd "dpdk-testpmd did not bring its ports up; its last lines follow"
         tail -n 40 "$log"
@@ -446,8 +514,98 @@ mode_workload() {
     fi
 }
 
+# --- serve: a forwarder driven over the channel ---------------------------------------------------------
+fwd_running=
+fwd_start() {
+    # FWD ARG,...: start testpmd reading its prompt from a FIFO (fd 3), reporting on the channel (fd 4)
+    [ -n "$fwd_running" ] && fwd_end
+    parse_testpmd_args "$1" || return
+    ready=/tmp/labctl.ready
+    log=/tmp/testpmd.log
+    ended=/tmp/labctl.ended
+    fifo=/tmp/testpmd.in
+    rm -f "$ready" "$ended" "$fifo" "$log"
+    mkfifo "$fifo"
+    # shellcheck disable=SC2046
+    set -- $(testpmd_argv)
+    emit "LABCTL-INFO {\"testpmd\": $(json_str "dpdk-testpmd $*"), \"lcores\": $(json_str "$lcores"), \"rxq\": $rxq, \"txq\": $txq}"
+    (LD_PRELOAD="$LABCTL_STDBUF_PRELOAD" _STDBUF_O=L dpdk-testpmd "$@" <"$fifo" 2>&1 | testpmd_report /dev/console >&4) &
+    fwd_pid=$!
+    exec 3>"$fifo"
+    fwd_running=1
+    echo "show port summary all" >&3
+    i=0
+    ready_timeout=${LABCTL_ready_timeout:-300}
+    is_uint "$ready_timeout" || ready_timeout=300
+    while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt $((ready_timeout * 5)) ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    if [ ! -e "$ready" ]; then
+        error testpmd "dpdk-testpmd did not bring its ports up: $(tail -n 3 "$log" | tr '\n"\\' '   ')"
+        fwd_end
+    fi
+}
+
+fwd_end() {
+    # END: stop forwarding, quit testpmd, wait for it
+    [ -n "$fwd_running" ] || { emit "LABCTL-FWD-END {\"running\": false}"; return; }
+    echo "stop" >&3 2>/dev/null
+    echo "quit" >&3 2>/dev/null
+    exec 3>&-
+    i=0
+    while [ ! -e "$ended" ] && [ $i -lt 150 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    [ -e "$ended" ] || kill "$fwd_pid" 2>/dev/null
+    wait "$fwd_pid" 2>/dev/null
+    fwd_running=
+    emit "LABCTL-FWD-END {\"running\": true, \"clean\": $([ -e "$ended" ] && echo true || echo false)}"
+}
+
+mode_serve() {
+    if [ -z "$LABCTL_channel" ]; then
+        error args "serve mode needs labctl.channel"
+        return
+    fi
+    prepare_ports || return
+    if [ -z "$CHANNEL_DEV" ]; then
+        error channel "no virtio-serial port named $LABCTL_channel"
+        return
+    fi
+    exec 4<>"$CHANNEL_DEV"
+    CHANNEL_FD=4
+    while :; do
+        if ! read -r cmd args <&4; then
+            sleep 0.2  # the host is not connected: the port reads end-of-file
+            continue
+        fi
+        case "$cmd" in
+            HELLO)
+                printf '%s' "$nics_json" | while read -r js; do [ -n "$js" ] && emit "LABCTL-NIC $js"; done
+                emit "LABCTL-READY {\"vcpus\": $(nproc), \"maxq\": $maxq}"
+                ;;
+            FWD) fwd_start "$args" ;;
+            TP)
+                if [ -n "$fwd_running" ]; then
+                    case "$args" in *[!A-Za-z0-9_\ .-]*|'') error args "bad testpmd command: $args" ;;
+                                    *) echo "$args" >&3 ;; esac
+                else
+                    error args "no forwarder is running (send FWD first)"
+                fi
+                ;;
+            END) fwd_end ;;
+            POWEROFF) [ -n "$fwd_running" ] && fwd_end; break ;;
+            '') ;;
+            *) error args "unknown command: $cmd" ;;
+        esac
+    done
+}
+
 # --- main -----------------------------------------------------------------------------------------------
 timeout_s=${LABCTL_timeout:-$(( ${LABCTL_duration:-30} + 600 ))}
+[ "$LABCTL_mode" = serve ] && timeout_s=${LABCTL_timeout:-86400}
 is_uint "$timeout_s" || timeout_s=900
 ( sleep "$timeout_s"; echo "LABCTL-ERROR {\"stage\": \"timeout\", \"message\": \"no end after $timeout_s s\"}"; echo "LABCTL-DONE"; poweroff -f ) &
 
@@ -455,6 +613,7 @@ echo "LABCTL-BOOT {\"kernel\": \"$KVER\", \"mode\": \"$LABCTL_mode\", \"uptime\"
 case "$LABCTL_mode" in
     verify) mode_verify ;;
     workload) mode_workload ;;
+    serve) mode_serve ;;
     shell) setsid cttyhack sh ;;
     *) error args "unknown labctl.mode=$LABCTL_mode" ;;
 esac
