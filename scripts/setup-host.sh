@@ -23,8 +23,16 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # packages must not start their system daemons (openvswitch-switch would start the host's own,
+  # non-DPDK OVS; labctl runs private instances): deny it for this install, as policy-rc.d(8) allows
+  policy=/usr/sbin/policy-rc.d
+  made_policy=
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [[ -n "$made_policy" ]]; then rm -f "$policy"; fi
 fi
 
 PY=${PYTHON:-python3}
