@@ -24,6 +24,8 @@ __all__ = [
 _DROP_CAUSES = {
     "guest_rx_ring_full": "ring-full drops into the guest (its rx ring, generator -> guest)",
     "vswitch_rx_ring_full": "ring-full drops out of the guest (the vswitch rx ring, guest -> vswitch)",
+    "host_tx_ring_full": "drops toward the guest's tap (the host side's af_packet tx ring was full)",
+    "guest_tx_ring_full": "ring-full drops out of the guest (its tx ring: the tap backend did not drain it)",
     "guest_rx_nombuf": "mbuf-pool exhaustion drops in the guest",
     "guest_imissed": "guest rx misses",
     "unaccounted": "unaccounted losses",

@@ -189,6 +189,11 @@ def _environment_warnings(records: list[TrialRecord]) -> list[str]:
         out.append(f"{len(unsteady)} of {n} trials ran on a host whose own speed was unsteady just before "
                    "their sweep (labctl sweep --steadiness): its swings, not the knobs, may separate "
                    "the results; interleave, repeat, and prefer findings that hold across sittings")
+    for field, what in (("accel", "accelerators"), ("lab", "labs")):
+        seen = sorted({getattr(r.env, field) for r in records if getattr(r.env, field)})
+        if len(seen) > 1:
+            out.append(f"trials come from {len(seen)} {what} ({', '.join(seen)}): every comparison is made within "
+                       f"one {field}, and none pools them")
     hosts = {r.env.host for r in records if r.env.host}
     if len(hosts) > 1:
         out.append(f"trials come from {len(hosts)} hosts ({', '.join(sorted(hosts))}): every comparison "

@@ -154,30 +154,35 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
          on_event: OnEvent | None = None, scope: CancelScope | None = None):
     """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored."""
     from advisor.search import space_from_profile, tune as search
+    from labctl.measure.labs import LabSession, check_measurable
     from labctl.measure.session import open_session
     from labctl.measure.sweep import base_data
     from labctl.measure.trial import run_trial
     from labctl.profile.knobs import with_knobs
 
     check_budget(budget)
-    if loaded.profile.backend != "embedded":
-        raise UserError(f"{loaded.source}: backend: {loaded.profile.backend} profiles cannot be tuned yet "
-                        "(allowed: embedded)")
+    check_measurable(loaded.profile)
     space = space_from_profile(loaded.profile)
     base = base_data(loaded)
-    with signals.stoppable(scope), open_session(db, loaded.profile.name, base, [], on_event=on_event) as session:
+    profile = loaded.profile
+    with signals.stoppable(scope), open_session(db, profile.name, base, [], on_event=on_event) as session, \
+            LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
 
         def evaluate(config: dict[str, Any]) -> TrialRecord:
             trial = validate_data(with_knobs(copy.deepcopy(base), config), loaded.source)
             with session.trial():
-                record = run_trial(trial, on_event=on_event)
+                record = run_trial(trial, on_event=on_event, session=labs)
             session.add(record, entry={"config": config})
             return record
 
         def step(item: Any) -> None:
             notify(on_event, "step", run_id=session.run_id, done=item.step, total=budget, data=item)
 
-        return search(space, evaluate, budget, seed, on_step=step)
+        try:
+            return search(space, evaluate, budget, seed, on_step=step)
+        finally:
+            if labs.boots:
+                session.store.update_run_info(session.run_id, **labs.info())
 
 
 def replay(path: str | Path, budget: int, seed: int = 0):
@@ -236,7 +241,9 @@ def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None =
 
     _check_metric(metric)
     run_id, records = trials(db, run)
-    return build_report(records, by, run_id, metric)
+    with _store(db) as store:
+        info = store.run(run_id)["info"]
+    return build_report(records, by, run_id, metric, run_info=info)
 
 
 def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> str:

@@ -15,8 +15,16 @@ from labctl.results.record import TrialRecord
 _NIC = re.compile(r"^guest\.nics\.(\d+)\.(.+)$")
 
 
+#: Environment fields a report splits rows by when they vary: trials of two hosts, accelerators or labs
+#: are never pooled into one row.
+ENV_DIMENSIONS = ("host", "accel", "lab")
+
+
 def knob_value(record: TrialRecord, knob: str) -> Any:
-    """The value of a (possibly '*') knob in a record; for '*', the value shared by every NIC."""
+    """The value of a (possibly '*') knob in a record; for '*', the value shared by every NIC;
+    ``env.host``, ``env.accel`` and ``env.lab`` read the trial's environment."""
+    if knob.startswith("env."):
+        return getattr(record.env, knob[4:], None)
     if ".*." not in knob:
         return record.config.get(knob)
     prefix, field = knob.split(".*.", 1)
@@ -56,6 +64,8 @@ def varying_knobs(records: Iterable[TrialRecord]) -> list[str]:
                 collapsed.append(star)
         else:
             collapsed.append(key)
+    collapsed += [f"env.{field}" for field in ENV_DIMENSIONS
+                  if len({getattr(r.env, field) for r in records}) > 1]
     return collapsed
 
 

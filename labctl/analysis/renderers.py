@@ -117,6 +117,16 @@ def trial_summary(record: TrialRecord) -> str:
             lines.append("cpu:       " + ", ".join(f"{k} {v:.0f}%" for k, v in sorted(m.cpu.items())))
         if m.cycles_per_packet:
             lines.append(f"cycles/pkt: {m.cycles_per_packet:.0f} (guest forwarding cores)")
+    for nic in record.details.get("nics", []):
+        req, neg = nic["requested"], nic.get("negotiated") or {}
+        lines.append(f"nic{nic['index']}:      {req['backend']} queues {req['queues']}->{neg.get('queues')}  "
+                     f"rx {req['rx_ring']}->{neg.get('rx_ring')}  tx {req['tx_ring']}->{neg.get('tx_ring')} "
+                     "(asked -> the guest's driver)")
+    if record.details.get("host_side"):
+        lines.append(f"host side: {record.details['host_side']}")
+    boot = record.details.get("boot")
+    if boot:
+        lines.append(f"guest:     {'booted for this trial in ' + format(boot['boot_s'], '.1f') + ' s' if boot['booted'] else 'already up (the forwarder restarted)'}")
     env = record.env
     if env.lab:
         lines.append(f"env:       {env.lab} lab, accel {env.accel}, DPDK {env.dpdk}, pins {env.pins}, "

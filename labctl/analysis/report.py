@@ -57,8 +57,17 @@ def _row_notes(records: list[TrialRecord], summary) -> list[str]:
     return notes
 
 
+def boots_note(info: dict[str, Any] | None) -> str | None:
+    """The run's guest boots and their share of its time, from the run's info (libvirt guests)."""
+    if not info or not info.get("boots"):
+        return None
+    boots, boot_s, run_s = info["boots"], info.get("boot_s", 0.0), info.get("run_s") or 0.0
+    share = f", {boot_s / run_s:.0%} of the run's {run_s:.0f} s" if run_s else ""
+    return f"guest boots: {boots} ({boot_s:.0f} s{share}); workload-only changes restarted the forwarder in the running guest"
+
+
 def build_report(records: list[TrialRecord], by: str | None = None, run_id: int | None = None,
-                 metric: str = "mpps") -> Report:
+                 metric: str = "mpps", run_info: dict[str, Any] | None = None) -> Report:
     records = [r for r in records if r.status == "ok" and getattr(r.metrics, metric) is not None]
     if not records:
         raise UserError(f"no successful trials{f' in run {run_id}' if run_id else ''} to report")
@@ -102,6 +111,12 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
         more = f"; and {len(host) - 3} more probes" if len(host) > 3 else ""
         notes.append(f"{unsteady} of {len(records)} trials ran on a host measured unsteady before their sweep "
                      f"({figures}{more}): read every delta against that")
+    labs = sorted({r.env.lab for r in records if r.env.lab})
+    if len(labs) > 1:
+        notes.append(f"trials come from {len(labs)} labs ({', '.join(labs)}): rows never pool them, compare within a lab")
+    boots = boots_note(run_info)
+    if boots:
+        notes.append(boots)
     if by:
         notes.append(f"deltas compare each {by} with its first value in the same row group")
     return Report(run_id, knobs, by, rows, notes, metric)

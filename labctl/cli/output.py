@@ -46,14 +46,19 @@ class SweepProgress:
                                  console=Console(stderr=True), transient=False)
         self.task: Any = None
 
+        self._shown = False
+
     def __enter__(self) -> "SweepProgress":
-        self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
+        if self._shown:
+            self.progress.__exit__(*exc)
 
     def __call__(self, event: Event) -> None:
+        if not self._shown and event.kind in ("run", "note", "steadiness"):
+            self.progress.__enter__()  # shown once there is something to show: errors before it stay one line
+            self._shown = True
         if event.kind == "run":
             self.task = self.progress.add_task(f"run {event.run_id}", total=event.total, completed=event.done or 0,
                                                last="")

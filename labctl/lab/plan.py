@@ -121,7 +121,7 @@ class VswitchPlan:
     """The host side of the vhost-user NICs: a testpmd with ``net_vhost`` ports, one PMD per CPU of
     ``pinning.vhost`` (or one floating PMD), also the traffic generator and sink."""
 
-    ports: int  # vhost-user NICs
+    ports: int  # the NICs it serves (vhost-user ports, or af_packet ports on a guest's taps)
     queues: int
     pmds: tuple[frozenset[int] | None, ...]
     packet_size: int
@@ -180,9 +180,26 @@ class LabPlan:
         """vhost-user backends map the guest's memory: it must be shared (memfd or hugepages)."""
         return bool(self.vhostuser_nics)
 
+    def domain_key(self) -> tuple:
+        """What a libvirt guest must be booted (or its host side restarted) to change: its size, its NICs
+        and the vswitch PMD cores. vCPU and emulator pins are applied live, the workload per trial."""
+        return (self.lab, self.vcpus, self.memory_mib, self.hugepages,
+                tuple((n.backend, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost)
+
     def embedded_hugepage_mb(self) -> int:
         """2 MiB-page memory both embedded processes need (the vswitch and the guest forwarder)."""
         return self.vswitch.memory_mb(True) + self.forwarder.memory_mb(True)
+
+
+#: Knob paths that change a libvirt guest's domain (LabPlan.domain_key): a new value needs a boot.
+LIVE_PIN_KNOBS = ("guest.pinning.vcpus", "guest.pinning.emulator")
+
+
+def is_domain_knob(path: str) -> bool:
+    """Whether a knob (``guest.nics.*.rx_queue_size``, ``workload.burst``) needs a guest boot to change."""
+    if path in ("backend", "uri", "name"):
+        return True
+    return path.startswith("guest.") and not path.startswith(LIVE_PIN_KNOBS)
 
 
 def noisy_arguments(profile: Profile) -> tuple[str, ...]:
@@ -234,8 +251,7 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
     pins = _pins(profile)
     pmds: tuple[frozenset[int] | None, ...] = (None,) if pins.vhost is None else \
         tuple(frozenset({cpu}) for cpu in sorted(parse_cpuset(pins.vhost)))
-    vswitch = VswitchPlan(ports=sum(n.backend == "vhostuser" for n in nics), queues=queues, pmds=pmds,
-                          packet_size=w.packet_size)
+    vswitch = VswitchPlan(ports=len(nics), queues=queues, pmds=pmds, packet_size=w.packet_size)
     return LabPlan(name=profile.name, lab=profile.backend, domain_name=profile.domain_name,
                    vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch,

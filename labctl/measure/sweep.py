@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labctl import signals
-from labctl.errors import KnobError, UserError
+from labctl.errors import KnobError
 from labctl.events import OnEvent, notify
+from labctl.lab.plan import is_domain_knob
+from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.session import find_resumable, open_session
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
@@ -23,11 +25,23 @@ from labctl.results.store import Store
 MAX_REPEAT = 100
 
 
-def build_plan(sweep: dict[str, list[Any]], repeat: int) -> list[dict[str, Any]]:
-    """Every configuration once per repeat, configurations interleaved: seq = repeat * n + index."""
+def build_plan(sweep: dict[str, list[Any]], repeat: int, fewest_boots: bool = False) -> list[dict[str, Any]]:
+    """Every configuration once per repeat, configurations interleaved: seq = repeat * n + index.
+
+    ``fewest_boots`` (libvirt guests): inside a repeat cycle, configurations that share a domain
+    (:func:`labctl.lab.plan.is_domain_knob`) come one after another, and every other cycle runs in
+    reverse, so a cycle starts with the domain the last one ended with: a sweep of D domains and W
+    workload settings boots D times in its first cycle and D - 1 in each later one."""
     combos = list(crossed(sweep))
-    return [{"seq": r * len(combos) + i, "config": combo, "repeat_index": r}
-            for r in range(repeat) for i, combo in enumerate(combos)]
+    if fewest_boots:
+        domain = [k for k in sweep if is_domain_knob(k)]
+        order = {k: {repr(v): i for i, v in enumerate(sweep[k])} for k in domain}
+        combos.sort(key=lambda c: tuple(order[k][repr(c[k])] for k in domain))
+    plan = []
+    for r in range(repeat):
+        cycle = combos if r % 2 == 0 or not fewest_boots else list(reversed(combos))
+        plan += [{"seq": r * len(combos) + i, "config": combo, "repeat_index": r} for i, combo in enumerate(cycle)]
+    return plan
 
 
 @dataclass
@@ -46,13 +60,14 @@ def base_data(loaded: LoadedProfile) -> dict[str, Any]:
     return data
 
 
-TrialRunner = Callable[[LoadedProfile, int, OnEvent | None], TrialRecord]
+TrialRunner = Callable[..., TrialRecord]  # (loaded, repeat_index, on_event, session=LabSession)
 
 
-def _default_runner(loaded: LoadedProfile, repeat_index: int, on_event: OnEvent | None) -> TrialRecord:
+def _default_runner(loaded: LoadedProfile, repeat_index: int, on_event: OnEvent | None,
+                    session: LabSession | None = None) -> TrialRecord:
     from labctl.measure.trial import run_trial
 
-    return run_trial(loaded, repeat_index=repeat_index, on_event=on_event)
+    return run_trial(loaded, repeat_index=repeat_index, on_event=on_event, session=session)
 
 
 def check_repeat(repeat: int | None) -> None:
@@ -75,9 +90,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
 
         check_arguments(steadiness_s)
     profile = loaded.profile
-    if profile.backend != "embedded":
-        raise UserError(f"{loaded.source}: backend: {profile.backend} profiles cannot be swept yet "
-                        "(allowed: embedded)")
+    check_measurable(profile)
     result = SweepResult(run_id=0)
     with signals.stoppable():
         if steadiness_s is not None:
@@ -94,18 +107,27 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                    message=result.steadiness.describe())
         host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
         base = base_data(loaded)
-        plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat)
-        with open_session(db_path, profile.name, base, plan, resume, on_event) as session:
+        plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt")
+        with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
+                LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
             result.run_id = session.run_id
             todo = session.store.missing_plan(session.run_id) if resume else plan
             if resume:
                 base = session.store.run(session.run_id)["profile"]
-            for entry in todo:
-                trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
-                with session.trial(entry["seq"]):
-                    record = runner(trial_profile, entry["repeat_index"], on_event)
-                if host_warning and host_warning not in record.warnings:
-                    record.warnings.append(host_warning)
-                session.add(record, entry["seq"], entry)
+            try:
+                for entry in todo:
+                    trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
+                    with session.trial(entry["seq"]):
+                        record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
+                    if host_warning and host_warning not in record.warnings:
+                        record.warnings.append(host_warning)
+                    session.add(record, entry["seq"], entry)
+            finally:
+                if labs.boots:
+                    info = labs.info()
+                    before = session.store.run(session.run_id)["info"]  # a resumed run adds to its first part
+                    session.store.update_run_info(session.run_id, boots=before.get("boots", 0) + info["boots"],
+                                                  boot_s=round(before.get("boot_s", 0.0) + info["boot_s"], 2),
+                                                  run_s=round(before.get("run_s", 0.0) + info["run_s"], 2))
             result.ok, result.failed, result.trial_ids = session.ok, session.failed, session.trial_ids
     return result

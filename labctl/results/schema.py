@@ -3,7 +3,8 @@
 :class:`labctl.results.store.Store` splits a :class:`labctl.results.record.TrialRecord` into these rows:
 
 =============  =============================================================================
-runs           id, profile_name, profile_json, plan_json, created_at, finished_at, status, host
+runs           id, profile_name, profile_json, plan_json, created_at, finished_at, status, host,
+               info_json (v3: what the run says about itself, e.g. guest boots and their time)
 configs        id, config_key UNIQUE, config_json (every knob, flattened dotted paths)
 environments   id, fingerprint UNIQUE, env_json
 trials         id, run_id, config_id, env_id, repeat_index, seq (plan position), status,
@@ -110,7 +111,12 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
 
 
 #: Applied in order; after step ``i`` (0-based) the schema version is ``i + 1``. Append, never edit.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    """A run's own facts (``{"boots": 2, "boot_s": 41.0, "run_s": 180.2}``): older runs get ``{}``."""
+    conn.execute("ALTER TABLE runs ADD COLUMN info_json TEXT NOT NULL DEFAULT '{}'")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2, _migrate_v3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -266,8 +266,8 @@ class Store:
         """One run with its profile data and plan."""
         with self._errors("read a run"):
             row = self._conn.execute(
-                "SELECT id, profile_name, profile_json, plan_json, created_at, finished_at, status, host"
-                " FROM runs WHERE id = ?",
+                "SELECT id, profile_name, profile_json, plan_json, created_at, finished_at, status, host,"
+                " info_json FROM runs WHERE id = ?",
                 (run_id,),
             ).fetchone()
         if row is None:
@@ -281,7 +281,17 @@ class Store:
             "finished_at": row[5],
             "status": row[6],
             "host": row[7],
+            "info": json.loads(row[8]),
         }
+
+    def update_run_info(self, run_id: int, **info: Any) -> None:
+        """Merge ``info`` into the run's own facts (``Store.run(id)["info"]``)."""
+        with self.transaction() as conn, self._errors("update a run"):
+            row = conn.execute("SELECT info_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+            merged = {**json.loads(row[0]), **info}
+            conn.execute("UPDATE runs SET info_json = ? WHERE id = ?", (dumps(merged, "the run info"), run_id))
 
     def plan(self, run_id: int) -> list[dict[str, Any]]:
         return self.run(run_id)["plan"]

@@ -42,8 +42,15 @@ def _delta(after: dict[int, dict[str, Any]], before: dict[int, dict[str, Any]], 
     return {p: int(after[p].get(key, 0)) - int(before.get(p, {}).get(key, 0)) for p in after}
 
 
+#: What the two ring-full drop counters are called, by host side: the vswitch's TX-dropped (frames it
+#: could not put into the guest's rx ring, or into af_packet's tx ring toward a tap) and the guest's
+#: TX-dropped (frames the guest could not put into its tx ring: the host side did not drain it).
+DROP_NAMES = {"vhost-user": ("guest_rx_ring_full", "vswitch_rx_ring_full"),
+              "af_packet": ("host_tx_ring_full", "guest_tx_ring_full")}
+
+
 def compute_metrics(a: Snapshot, b: Snapshot, nics: int, monitor_cpu: dict[str, float],
-                    guest_cpu_s: float | None) -> tuple[Metrics, dict[str, Any]]:
+                    guest_cpu_s: float | None, host_side: str = "vhost-user") -> tuple[Metrics, dict[str, Any]]:
     window = b.t - a.t
     vs_rx = _delta(b.vswitch_ports, a.vswitch_ports, "ipackets")
     vs_rx_bytes = _delta(b.vswitch_ports, a.vswitch_ports, "ibytes")
@@ -68,7 +75,8 @@ def compute_metrics(a: Snapshot, b: Snapshot, nics: int, monitor_cpu: dict[str, 
         window_s=window,
         cpu=monitor_cpu,
     )
-    metrics.drops = {"guest_rx_ring_full": tx_dropped, "vswitch_rx_ring_full": guest_tx_dropped,
+    into_guest, out_of_guest = DROP_NAMES[host_side]
+    metrics.drops = {into_guest: tx_dropped, out_of_guest: guest_tx_dropped,
                      "guest_rx_nombuf": nombuf, "guest_imissed": imissed,
                      "unaccounted": max(offered - received - tx_dropped - guest_tx_dropped, 0)}
     if nics >= 2:
@@ -105,10 +113,10 @@ def details_fwd(details: dict[str, Any], key: str) -> list[FwdStats]:
     return [FwdStats(**s) for s in details[key].values()]
 
 
-def zero_reason(vswitch: Testpmd, guest: Testpmd) -> str:
-    for proc in (vswitch, guest):
+def zero_reason(vswitch: Testpmd, guest: Testpmd | None, logs: str = "") -> str:
+    for proc in (p for p in (vswitch, guest) if p is not None):
         for line in proc.output().splitlines():
             if MEMORY_ERRORS.search(line):
                 return f"vhost-user memory-table error in the {proc.role}: {line.strip()}"
     return "no packets reached the guest (vhost-user rings not serviced; see the logs in " \
-           f"{vswitch.log_path.parent})"
+           f"{logs or vswitch.log_path.parent})"

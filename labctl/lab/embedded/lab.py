@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 from labctl import signals
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import Testpmd
 from labctl.errors import WorkloadError
+from labctl.host.fingerprint import fingerprint
+from labctl.host.threads import dpdk_worker_pins
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.embedded.vswitch import connect_ports, start_recorded, vswitch_testpmd
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.plan import LabPlan
-from labctl.workload.forward import Snapshot, take_snapshot
+from labctl.workload.forward import Snapshot, take_snapshot, zero_reason
 
 LINK_TIMEOUT_S = 30.0
+FORWARDING_THREADS = ("rte-worker", "lcore-worker")  # DPDK 22.11 names its worker lcores' threads so
 
 
 def wait_links(tel: Telemetry, ports: int, proc: Testpmd, timeout_s: float = LINK_TIMEOUT_S) -> None:
@@ -42,6 +46,8 @@ def wait_links(tel: Telemetry, ports: int, proc: Testpmd, timeout_s: float = LIN
 
 class EmbeddedLab:
     """One embedded lab of ``plan``, recorded in ``state``; ``start()`` brings it up to forwarding."""
+
+    host_kind = "vhost-user"
 
     def __init__(self, plan: LabPlan, state: LabState, warnings: list[str] | None = None):
         self.plan = plan
@@ -106,6 +112,27 @@ class EmbeddedLab:
     def pollers(self) -> int:
         """Busy-polling cores of both processes."""
         return sum(p.app.nb_cores for p in (self.vswitch, self.guest) if p is not None)
+
+    def forwarding_cpu_s(self, report: Any, window_s: float) -> float:
+        """CPU seconds of the guest forwarder's worker threads in the window."""
+        return sum(t.cpu_pct for t in report.threads
+                   if t.role == "guest" and t.name.startswith(FORWARDING_THREADS)) / 100.0 * window_s
+
+    def pins(self) -> dict[str, str]:
+        return {**dpdk_worker_pins("vswitch", self.pids["vswitch"]), **dpdk_worker_pins("guest", self.pids["guest"])}
+
+    def environment(self, pins: dict[str, str], shared: bool):
+        return fingerprint("embedded", pins, shared, self.hugepages)
+
+    def details(self) -> dict[str, Any]:
+        return {"host_side": "net_vhost vhost-user client ports (the guest's virtio_user ports listen)"}
+
+    def record_warnings(self) -> list[str]:
+        return []
+
+    def zero_reason(self) -> str:
+        assert self.vswitch is not None
+        return zero_reason(self.vswitch, self.guest)
 
     def close(self) -> None:
         """Stop both processes (the guest first); never raises."""

@@ -21,20 +21,41 @@ from typing import TYPE_CHECKING
 from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
-from labctl.lab.plan import LabPlan
+from labctl.lab.plan import LabPlan, NicPlan
+
+#: A network device name as the kernel allows it (IFNAMSIZ 16: up to 15 characters, no '/' or spaces).
+TAP_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
 if TYPE_CHECKING:
     from labctl.lab.ledger import LabState
 
 
-def vswitch_testpmd(plan: LabPlan, hugepages_dir: Path | None, client: bool = False,
-                    forward_mode: str = "flowgen", stats_period_s: int | None = None) -> Testpmd:
-    """The vswitch of ``plan``: ``client`` (embedded lab) connects to listening guests; otherwise its
-    ports are vhost-user servers that QEMU connects to."""
+def host_ports(plan: LabPlan, client: bool = False, ifaces: dict[int, str] | None = None,
+               nics: list[NicPlan] | None = None) -> list[str]:
+    """One ``--vdev`` per NIC: ``net_vhost`` for a vhost-user NIC (``client``: connect to a listening
+    guest, the embedded lab; otherwise a server QEMU connects to), ``net_af_packet`` on the guest's tap
+    device for a tap or network NIC (``ifaces``: NIC index -> device, for taps libvirt named)."""
     vs = plan.vswitch
     role = ",client=1" if client else ""
-    vdevs = [f"net_vhost{i},iface={devarg_path(nic.socket)},queues={vs.queues}{role}"
-             for i, nic in enumerate(plan.vhostuser_nics)]
+    vdevs = []
+    for i, nic in enumerate(plan.vhostuser_nics if nics is None else nics):
+        if nic.socket is not None:
+            vdevs.append(f"net_vhost{i},iface={devarg_path(nic.socket)},queues={vs.queues}{role}")
+        else:
+            device = (ifaces or {}).get(nic.index) or nic.tap
+            if not device or not TAP_NAME.match(device):
+                raise WorkloadError(f"NIC {nic.index} ({nic.backend}): no tap device to attach the host side to")
+            vdevs.append(f"net_af_packet{i},iface={device},qpairs={vs.queues}")
+    return vdevs
+
+
+def vswitch_testpmd(plan: LabPlan, hugepages_dir: Path | None, client: bool = False,
+                    forward_mode: str = "flowgen", stats_period_s: int | None = None,
+                    vdevs: list[str] | None = None) -> Testpmd:
+    """The vswitch of ``plan``: ``client`` (embedded lab) connects to listening guests; otherwise its
+    ports are vhost-user servers that QEMU connects to. ``vdevs``: other host ports (:func:`host_ports`)."""
+    vs = plan.vswitch
+    vdevs = host_ports(plan, client) if vdevs is None else vdevs
     eal = EalOptions(file_prefix=f"{plan.file_prefix}-vs", lcores=lcores_argument(list(vs.pmds)), vdevs=vdevs,
                      memory_mb=vs.memory_mb(hugepages_dir is not None), hugepages_dir=hugepages_dir)
     extra = [f"--txpkts={vs.packet_size}", f"--flowgen-flows={vs.flows}"] if forward_mode == "flowgen" else []

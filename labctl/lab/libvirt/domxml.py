@@ -24,6 +24,7 @@ class RenderContext:
     initrd: str = "/var/cache/labctl/appliance/initrd.img"
     cmdline: str = "console=ttyS0 labctl.mode=verify"
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
+    control_channel: str | None = None  # a virtio-serial port of this name, its socket made by libvirt
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -111,6 +112,10 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
     serial = _sub(devices, "serial", type="file")
     _sub(serial, "source", path=str(plan.dirs.serial_log))
     _sub(serial, "target", port="0")
+    if ctx.control_channel:
+        channel = _sub(devices, "channel", type="unix")
+        _sub(channel, "source", mode="bind")  # libvirt picks the path (read back from the live XML)
+        _sub(channel, "target", type="virtio", name=ctx.control_channel)
     _sub(devices, "memballoon", model="none")
 
     ET.indent(domain, space="  ")

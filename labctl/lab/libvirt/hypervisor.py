@@ -175,3 +175,59 @@ def network_active(uri: str, name: str) -> bool:
         return bool(conn.networkLookupByName(name).isActive())
     except libvirt.libvirtError:
         return False
+
+
+def live_xml(dom) -> ET.Element:
+    try:
+        return ET.fromstring(dom.XMLDesc(0))
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"{dom.name()}: cannot read its XML: {_message(exc)}") from None
+
+
+def channel_path(dom, name: str) -> str | None:
+    """The host-side unix socket libvirt made for the virtio-serial channel ``name`` of a running domain."""
+    for channel in live_xml(dom).findall("devices/channel"):
+        target = channel.find("target")
+        source = channel.find("source")
+        if target is not None and target.get("name") == name and source is not None:
+            return source.get("path")
+    return None
+
+
+def interface_devices(dom) -> dict[str, str]:
+    """MAC -> host tap device of a running domain's interfaces (libvirt names network taps vnetN)."""
+    found = {}
+    for iface in live_xml(dom).findall("devices/interface"):
+        mac, target = iface.find("mac"), iface.find("target")
+        if mac is not None and target is not None and target.get("dev"):
+            found[mac.get("address", "").lower()] = target.get("dev")
+    return found
+
+
+def pin_live(dom, vcpus: dict[int, frozenset[int]], emulator: frozenset[int] | None, host_cpus: int) -> None:
+    """Apply vCPU and emulator pins to a running domain (libvirt virDomainPinVcpuFlags/PinEmulator, live)."""
+    def cpumap(cpus: frozenset[int]) -> tuple[bool, ...]:
+        return tuple(i in cpus for i in range(host_cpus))
+
+    try:
+        for vcpu, cpus in sorted(vcpus.items()):
+            dom.pinVcpuFlags(vcpu, cpumap(cpus), libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        if emulator is not None:
+            dom.pinEmulator(cpumap(emulator), libvirt.VIR_DOMAIN_AFFECT_LIVE)
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"{dom.name()}: live pinning failed: {_message(exc)}") from None
+
+
+def shutdown_or_destroy(dom, timeout_s: float = 10.0) -> None:
+    """Wait up to ``timeout_s`` for a domain that was asked to power off, then destroy it."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    try:
+        while dom.isActive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if dom.isActive():
+            dom.destroy()
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() not in (libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_NO_DOMAIN):
+            raise HypervisorError(f"{dom.name()}: destroy failed: {_message(exc)}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import os
 import time
 from dataclasses import dataclass, field
@@ -45,11 +46,12 @@ class UpResult:
         return dict(self.__dict__)
 
 
-def render_context(uri: str, cmdline: str | None = None, appliance: Any = None) -> RenderContext:
+def render_context(uri: str, cmdline: str | None = None, appliance: Any = None,
+                   control_channel: str | None = None) -> RenderContext:
     kvm = kvm_status()
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"control_channel": control_channel}
     if appliance is not None:
-        extra = {"kernel": str(appliance.kernel), "initrd": str(appliance.initrd)}
+        extra.update(kernel=str(appliance.kernel), initrd=str(appliance.initrd))
     if cmdline is not None:
         extra["cmdline"] = cmdline
     return RenderContext(domain_type=hypervisor.domain_type_for(uri, kvm.usable), **extra)
@@ -166,8 +168,6 @@ def _create(state: LabState, plan: LabPlan, uri: str, xml: str, ctx: RenderConte
 
 def _start_vswitch(state: LabState, plan: LabPlan) -> int:
     """The host side of the vhost-user NICs; sockets handed to QEMU's group with mode 0660."""
-    import grp
-
     sockets = [nic.socket for nic in plan.vhostuser_nics]
     for sock in sockets:
         state.record("path", str(sock))
@@ -176,6 +176,12 @@ def _start_vswitch(state: LabState, plan: LabPlan) -> int:
     vswitch = vswitch_testpmd(plan, None, forward_mode=mode, stats_period_s=10)
     pid = start_recorded(state, vswitch, daemon=True)  # outlives labctl; `labctl down` stops it
     vswitch.wait_paths(sockets)
+    give_to_qemu(sockets)
+    return pid
+
+
+def give_to_qemu(sockets: list[Path]) -> None:
+    """vhost-user sockets testpmd made (root, 0755) handed to QEMU's group, mode 0660, not to the world."""
     try:
         gid = grp.getgrnam(platform.QEMU_GROUP).gr_gid
     except KeyError:
@@ -184,7 +190,6 @@ def _start_vswitch(state: LabState, plan: LabPlan) -> int:
         if gid is not None:
             os.chown(sock, 0, gid)
         os.chmod(sock, 0o660)
-    return pid
 
 
 def _vswitch_pid(state: LabState) -> int | None:

@@ -92,10 +92,16 @@ def test_advise_plan_and_replay_cli(cli, tmp_path):
     assert code == 2 and "--out" in err
 
 
-def test_bad_input_creates_nothing(cli, tmp_path):
+def test_bad_input_creates_nothing(cli, tmp_path, write_profile):
     db = tmp_path / "new.db"
-    code, _, err = cli("sweep", str(DOMAINS / "tap-kernel.yaml"), "--db", str(db))
-    assert code == 2 and "allowed: embedded" in err and not db.exists()
+    on_test_driver = write_profile((DOMAINS / "tap-kernel.yaml").read_text() + "uri: test:///default\n")
+    for command in ("sweep", "run"):
+        code, _, err = cli(command, str(on_test_driver), "--db", str(db)) if command == "sweep" else \
+            cli(command, str(on_test_driver))
+        assert code == 2 and "test driver runs no guest" in err and not db.exists()
+    mixed = write_profile("name: mixed\nguest:\n  nics: [{backend: vhostuser}, {backend: tap}]\n", "mixed.yaml")
+    code, _, err = cli("sweep", str(mixed), "--db", str(db))
+    assert code == 2 and err.startswith("guest.nics: ") and not db.exists()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"config": {}, "metrics": {"mpps": "fast"}}\n')
     code, _, err = cli("import", str(bad), "--db", str(db))

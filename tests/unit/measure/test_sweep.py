@@ -25,7 +25,7 @@ def test_plan_interleaves_repeats():
 
 
 def fake_runner(rates: dict[int, float], calls: list, fail_at: int | None = None):
-    def run(loaded, repeat_index, on_event=None):
+    def run(loaded, repeat_index, on_event=None, session=None):
         calls.append((loaded.profile.guest.nics[0].rx_queue_size, loaded.profile.workload.burst, repeat_index))
         if fail_at is not None and len(calls) == fail_at:
             raise KeyboardInterrupt

@@ -191,7 +191,7 @@ def test_v1_store_is_migrated(db: Path) -> None:
     conn.executescript(V1_DDL)
     conn.close()
     with Store(db) as s:
-        assert s.schema_version == SCHEMA_VERSION == 2
+        assert s.schema_version == SCHEMA_VERSION == 3
         (trial,) = s.trials(1)
         assert (trial.config, trial.metrics.mpps, trial.env.accel, trial.warnings) == (
             {"a": 1},
@@ -204,8 +204,13 @@ def test_v1_store_is_migrated(db: Path) -> None:
         assert rows == [("drops.ring_full", 3.0), ("mpps", 7.5)]
         s.add_trial(TrialRecord(run_id=1, config={"a": 2}, metrics=Metrics(mpps=8.0)))
         assert len(s.trials(1)) == 2
+        # the v3 step gave the old run an empty info, which takes facts now
+        assert s.run(1)["info"] == {}
+        s.update_run_info(1, boots=2, boot_s=30.5)
+        s.update_run_info(1, run_s=100.0)
+        assert s.run(1)["info"] == {"boots": 2, "boot_s": 30.5, "run_s": 100.0}
     with Store(db) as again:  # re-opening a current store changes nothing
-        assert again.schema_version == 2
+        assert again.schema_version == 3
 
 
 def test_newer_schema_is_refused(db: Path) -> None:

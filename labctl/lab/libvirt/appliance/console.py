@@ -20,7 +20,7 @@ _VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/+=-]+$")
 def kernel_cmdline(mode: str = "verify", console: str = "ttyS0", extra: Iterable[str] = (),
                    **params: object) -> str:
     """``console=ttyS0 labctl.mode=MODE labctl.K=V ...``; values may not hold spaces or quotes."""
-    if mode not in ("verify", "workload", "shell"):
+    if mode not in ("verify", "workload", "serve", "shell"):
         raise ValueError(f"unknown appliance mode {mode!r}")
     words = [f"console={console}", f"labctl.mode={mode}"]
     for k, v in params.items():

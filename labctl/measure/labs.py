@@ -1,0 +1,112 @@
+"""The labs a run keeps between its trials, under the lab's lock.
+
+An embedded lab is made for every trial (its two processes start in well under a second). A libvirt
+guest stays up while the next trial needs the same domain (:meth:`LabPlan.domain_key`: size, NICs,
+vswitch PMD cores): only its forwarder restarts, and vCPU/emulator pins are applied live. When a domain
+knob changes the guest is powered off and the new one booted; the session counts boots and their time.
+The lab's ledger lock is held from the first trial to the last, so no other labctl touches the lab in
+between; what a killed labctl left is removed when the session starts.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from labctl.events import OnEvent, notify
+from labctl.lab.embedded.lab import EmbeddedLab
+from labctl.lab.ledger import LabState, locked, teardown
+from labctl.lab.plan import LabPlan, derive
+from labctl.profile.schema import Profile
+
+
+def check_measurable(profile: Profile) -> None:
+    """Refuse, before anything is created, a profile whose trials cannot run here (UserError)."""
+    if profile.backend == "libvirt":
+        from labctl.lab.libvirt.guest import check_measurable as check_guest
+
+        check_guest(derive(profile), profile.libvirt_uri)
+
+
+class LabSession:
+    def __init__(self, name: str, uri: str | None = None, on_event: OnEvent | None = None):
+        self.name = name
+        self.uri = uri
+        self.on_event = on_event
+        self.state: LabState | None = None
+        self.leftovers: str | None = None  # a warning for the first trial: what an earlier labctl left
+        self.guest: Any = None
+        self.boots = 0
+        self.boot_s = 0.0
+        self.started = time.monotonic()
+        self._lock: Any = None
+
+    def __enter__(self) -> "LabSession":
+        self._lock = locked(self.name)
+        self.state = self._lock.__enter__()
+        if self.state.resources:
+            left = teardown(self.state)
+            self.leftovers = "removed resources left by an earlier labctl" + \
+                (f" (could not remove: {left})" if left else "")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.close_guest()
+            teardown(self.state)
+        finally:
+            self._lock.__exit__(*exc)
+
+    def _phase(self, text: str) -> None:
+        notify(self.on_event, "phase", lab=self.name, message=text)
+
+    def acquire(self, plan: LabPlan, warnings: list[str]) -> Any:
+        """A lab up for this trial's plan (a new embedded lab; the running guest, or a new one)."""
+        assert self.state is not None
+        if plan.lab == "embedded":
+            lab = EmbeddedLab(plan, self.state, warnings)
+            lab.start()
+            return lab
+        from labctl.lab.libvirt.guest import GuestLab
+
+        if self.guest is not None and self.guest.key != plan.domain_key():
+            self._phase("the domain changes: powering the guest off")
+            self.close_guest()
+        if self.guest is None:
+            guest = GuestLab(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
+            self.guest = guest
+            guest.boot()
+            self.boots += 1
+            self.boot_s += guest.boot_s
+        self.guest.warnings = warnings
+        self.guest.start(plan)
+        return self.guest
+
+    def release(self, lab: Any, failed: bool) -> list[str]:
+        """After a trial: an embedded lab goes (its resources too); a guest ends its forwarder, or is
+        powered off when the trial failed (the next trial boots a fresh one). Returns teardown failures."""
+        assert self.state is not None
+        if lab is None or lab is not self.guest:
+            if lab is not None:
+                lab.close()
+            if self.guest is None:
+                return teardown(self.state)
+            return []
+        if failed:
+            self.close_guest()
+            return teardown(self.state)
+        lab.end_trial()
+        return []
+
+    def close_guest(self) -> None:
+        if self.guest is not None:
+            self.guest.close()
+            self.guest = None
+            if self.state is not None:
+                teardown(self.state)
+
+    def info(self) -> dict[str, Any]:
+        """What the run records about its labs: boots and their share of the run's time."""
+        run_s = time.monotonic() - self.started
+        return {"boots": self.boots, "boot_s": round(self.boot_s, 2), "run_s": round(run_s, 2)}
+
