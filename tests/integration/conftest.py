@@ -65,3 +65,52 @@ def _pool() -> int:
         return int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text())
     except OSError:
         return 0
+
+
+LIBVIRT_URI = "qemu:///system"
+needs_libvirtd = pytest.mark.skipif(not Path("/run/libvirt/libvirt-sock").exists(), reason="libvirtd is not running")
+
+
+def dpdk_processes_of(prefix: str) -> list[psutil.Process]:
+    """DPDK processes whose --file-prefix starts with ``prefix`` (a test's own lab names)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(cmdline[i] == "--file-prefix" and cmdline[i + 1].startswith(prefix) for i in range(len(cmdline) - 1)):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def appliance_cache(monkeypatch):
+    """The appliance cache is shared across tests (the first build downloads the kernel)."""
+    monkeypatch.setenv("LABCTL_CACHE_DIR", os.environ.get("LABCTL_CACHE_DIR", "/var/cache/labctl/appliance"))
+
+
+@pytest.fixture
+def clean_lab(tmp_path, monkeypatch):
+    """Run and log dirs QEMU (user libvirt-qemu) can reach: pytest's tmp dirs are private to root."""
+    import shutil
+
+    shared = Path("/run/labctl-test") / tmp_path.name
+    shared.mkdir(parents=True, exist_ok=True)
+    for directory in (shared.parent, shared):
+        directory.chmod(0o755)
+    monkeypatch.setenv("LABCTL_RUN_DIR", str(shared / "run"))
+    monkeypatch.setenv("LABCTL_LOG_DIR", str(shared / "log"))
+    yield
+    run = shared / "run"
+    socks = list(run.rglob("*.sock")) if run.exists() else []
+    shutil.rmtree(shared, ignore_errors=True)
+    assert socks == [], "sockets left behind"
+    from labctl.lab.libvirt import hypervisor
+
+    leftovers = [d["domain"] for d in hypervisor.labctl_domains(LIBVIRT_URI)]
+    for name in leftovers:
+        hypervisor.remove_domain(LIBVIRT_URI, name)
+    assert leftovers == [], "a test left a labctl domain defined"
+    assert labctl_processes() == [] and dpdk_processes_of("labctl-it-") == []
+    taps = [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith("lct")]
+    assert taps == []
+
+

@@ -29,37 +29,6 @@ CPUS = frozenset({0, 1})
 pytestmark = pytest.mark.skipif(not Path("/run/libvirt/libvirt-sock").exists(), reason="libvirtd is not running")
 
 
-@pytest.fixture(autouse=True)
-def appliance_cache(monkeypatch):
-    """The appliance cache is shared across tests (the first build downloads the kernel)."""
-    monkeypatch.setenv("LABCTL_CACHE_DIR", os.environ.get("LABCTL_CACHE_DIR", "/var/cache/labctl/appliance"))
-
-
-@pytest.fixture
-def clean_lab(tmp_path, monkeypatch):
-    """Run and log dirs QEMU (user libvirt-qemu) can reach: pytest's tmp dirs are private to root."""
-    import shutil
-
-    shared = Path("/run/labctl-test") / tmp_path.name
-    shared.mkdir(parents=True, exist_ok=True)
-    for directory in (shared.parent, shared):
-        directory.chmod(0o755)
-    monkeypatch.setenv("LABCTL_RUN_DIR", str(shared / "run"))
-    monkeypatch.setenv("LABCTL_LOG_DIR", str(shared / "log"))
-    yield
-    run = shared / "run"
-    socks = list(run.rglob("*.sock")) if run.exists() else []
-    shutil.rmtree(shared, ignore_errors=True)
-    assert socks == [], "sockets left behind"
-    leftovers = [d["domain"] for d in hypervisor.labctl_domains(URI)]
-    for name in leftovers:
-        hypervisor.remove_domain(URI, name)
-    assert leftovers == [], "a test left a labctl domain defined"
-    assert labctl_processes() == []
-    taps = [p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith("lct")]
-    assert taps == []
-
-
 def test_vhostuser_guest_reports_4_queues_and_1024_rings(clean_lab):
     loaded = load_profile(DOMAINS / "l2fwd-vhostuser.yaml", cpus=CPUS)
     try:

@@ -1,0 +1,146 @@
+"""Measured trials on real libvirt guests (the appliance in serve mode), under TCG on this host.
+
+What is asserted is function, never a rate's size: trials are ok, the record carries the rings the
+guest's driver negotiated, a rate above zero, the accelerator, and a boot only where a domain knob
+changed; kill -9 mid-sweep then --resume runs exactly the missing trials; nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from labctl import api
+from labctl.lab.ledger import load_state
+from labctl.results.store import Store
+from tests.conftest import ROOT
+from tests.integration.conftest import dpdk_processes_of, needs_dpdk, needs_libvirtd
+
+pytestmark = [needs_dpdk, needs_libvirtd]
+
+
+def guest_profile(write_profile, name: str, backend: str, sweep: str, repeat: int = 1):
+    return write_profile(f"""name: {name}
+backend: libvirt
+uri: qemu:///system
+guest:
+  vcpus: 1
+  memory_mib: 1024
+  nics:
+    - {{backend: {backend}, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
+    - {{backend: {backend}, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
+  pinning: {{vcpus: {{0: "1"}}, emulator: "1", vhost: "0"}}
+workload: {{duration_s: 2, warmup_s: 1}}
+sweep:
+{sweep}
+repeat: {repeat}
+""", f"{name}.yaml")
+
+
+def negotiated_rx(record) -> set[int]:
+    return {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]}
+
+
+def test_sweep_of_two_ring_sizes_on_a_vhostuser_guest(clean_lab, write_profile, tmp_path):
+    path = guest_profile(write_profile, "it-gvhost", "vhostuser", "  guest.nics.*.rx_queue_size: [256, 1024]")
+    db = tmp_path / "g.db"
+    result = api.sweep(api.load(path), db)
+    assert (result.ok, result.failed) == (2, 0)
+    with Store(db) as store:
+        records = store.trials(result.run_id)
+        info = store.run(result.run_id)["info"]
+    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 1024]
+    for record in records:
+        asked = record.config["guest.nics.0.rx_queue_size"]
+        assert negotiated_rx(record) == {asked}  # what the guest's own driver reports (ethtool -g)
+        assert record.metrics.mpps > 0 and record.env.lab == "libvirt" and record.env.accel in ("kvm", "tcg")
+        assert record.details["guest_fwd"] and record.details["boot"]["booted"]
+        if record.env.accel == "tcg":
+            assert any("TCG" in w for w in record.warnings)
+    assert info["boots"] == 2 and 0 < info["boot_s"] < info["run_s"]
+    report = api.report(db, result.run_id)
+    assert any(note.startswith("guest boots: 2") for note in report.notes)
+    advice = api.advise(db, result.run_id)  # two trials, one each: the advisor refuses, as on the embedded lab
+    assert advice.recommendations == [] and advice.inconclusive
+
+
+def test_workload_only_sweep_boots_once(clean_lab, write_profile, tmp_path):
+    path = guest_profile(write_profile, "it-gburst", "vhostuser", "  workload.burst: [32, 64]")
+    db = tmp_path / "g.db"
+    result = api.sweep(api.load(path), db)
+    assert (result.ok, result.failed) == (2, 0)
+    with Store(db) as store:
+        records = store.trials(result.run_id)
+        assert store.run(result.run_id)["info"]["boots"] == 1
+    assert [r.details["boot"]["booted"] for r in records] == [True, False]  # the forwarder restarted
+    assert all(r.metrics.mpps > 0 for r in records)
+
+
+def test_run_on_a_tap_guest(clean_lab, write_profile):
+    path = guest_profile(write_profile, "it-gtap", "tap", "  {}")
+    record = api.run(api.load(path))
+    assert record.status == "ok", record.error
+    assert record.metrics.mpps > 0 and "net_af_packet" in record.details["host_side"]
+    assert negotiated_rx(record) == {256}
+    assert {nic["negotiated"]["tx_ring"] for nic in record.details["nics"]} == {256}
+
+
+def _stored(db) -> list[tuple[int, str]]:
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT seq, status FROM trials ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return []
+
+
+def test_kill_9_mid_sweep_then_resume(clean_lab, write_profile, tmp_path):
+    path = guest_profile(write_profile, "it-gkill", "vhostuser", "  workload.burst: [32, 64]", repeat=2)
+    db = tmp_path / "g.db"
+    argv = [sys.executable, "-m", "labctl.cli", "sweep", str(path), "--db", str(db), "--json"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline and len(_stored(db)) < 1:
+            time.sleep(0.2)
+        assert len(_stored(db)) == 1, "the first trial did not finish"
+        time.sleep(3)  # into the second trial: the guest is up, its forwarder running
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert [seq for seq, _ in _stored(db)] == [0]
+    assert load_state("it-gkill").resources, "the killed sweep left its resources in the ledger"
+    resumed = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                             env=os.environ)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = _stored(db)
+    assert sorted(seq for seq, _ in rows) == [0, 1, 2, 3] and all(status == "ok" for _, status in rows)
+    assert not load_state("it-gkill").resources and dpdk_processes_of("labctl-it-gkill") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_guest_trial_cleans_up(clean_lab, write_profile, sig):
+    path = guest_profile(write_profile, "it-gsig", "vhostuser", "  {}")
+    proc = subprocess.Popen([sys.executable, "-m", "labctl.cli", "run", str(path), "--set", "workload.duration_s=60"],
+                            cwd=ROOT, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 300
+    lines: list[str] = []
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        if "[measure]" in line or not line:
+            break
+    assert any("[measure]" in line for line in lines), lines
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], err
+    assert not load_state("it-gsig").resources
+    # clean_lab checks domains, processes, taps and sockets
