@@ -7,6 +7,7 @@ Each call is one ansible-runner job in its own private data directory, ``DATA_DI
     fleet-vars.yml             the call's arguments, as variables of the group ``all``
     artifacts/IDENT/           ansible-runner's: job_events/*.json, stdout, status, rc, command
     hosts/HOST/                what the playbook brought back: trials.jsonl, labctl.log
+    ansible-local/             ansible-playbook's controller-side temporary files (ANSIBLE_LOCAL_TEMP)
 
 and, shared by the runs of one data directory, ``DATA_DIR/stage/labctl-src.tar``: the tarball of the
 working tree that ``prepare`` gives the hosts.
@@ -208,7 +209,8 @@ def run_playbook(kind: str, playbook: Path, inventory: str | Path, group_vars: d
             runner = ansible_runner.run(
                 private_data_dir=str(private), ident=ident, project_dir=str(playbook.parent), playbook=playbook.name,
                 inventory=[str(Path(inventory).resolve()), str(defaults)], extravars={**(extravars or {}), **fixed},
-                envvars=dict(STRICT_INVENTORY, ANSIBLE_NOCOLOR="1"), forks=max(5, len(hosts)), quiet=True,
+                envvars=dict(STRICT_INVENTORY, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(private / "ansible-local")),
+                forks=max(5, len(hosts)), quiet=True,
                 event_handler=handle, cancel_callback=stop)
         finally:
             reaper.reap()

@@ -83,6 +83,13 @@ def tiny_profile(path: Path, name: str, rx_ring: int = 256) -> Path:
     return path
 
 
+def local_connection(base: Path) -> dict:
+    """Host variables for this machine as a host; modules' temporary files stay under ``base`` (a
+    cancelled job leaves them behind)."""
+    return {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_remote_tmp": str(base / "ansible-tmp")}
+
+
 def _pool() -> int:
     return int(POOL.read_text())
 
@@ -109,7 +116,7 @@ def local_host(request):
     fstab.write_text("# test fstab\n")
     inventory = base / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"local": {
-        "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
+        **local_connection(base),
         "labctl_home": str(base / "home"), "labctl_hugepages": 2,
         "labctl_hugetlbfs": str(mount), "labctl_fstab": str(fstab),
         "labctl_sysctl_file": str(base / "sysctl.d-60-labctl.conf")}}}}))
@@ -310,7 +317,7 @@ def fleet_inventory(hosts: NetnsHosts, base: Path) -> tuple[Path, Path]:
     inventory.write_text(yaml.safe_dump({"all": {"hosts": host_vars, "vars": {
         "ansible_user": "root", "ansible_python_interpreter": "/usr/bin/python3",
         "ansible_ssh_private_key_file": str(hosts.key), "ansible_ssh_common_args": hosts.ssh_args(),
-        "ansible_control_path_dir": str(hosts.control),
+        "ansible_control_path_dir": str(hosts.control), "ansible_remote_tmp": str(base / "ansible-tmp"),
         "labctl_exe": LABCTL, "labctl_chdir": str(ROOT), "labctl_work": str(base / "work")}}}))
     return inventory, default
 
@@ -397,8 +404,7 @@ def test_ci_playbook_collects_the_artefacts(request):
     base = private_dir("labctl-fleet-ci-", request)
     profile = tiny_profile(base / "ci.yaml", f"fleet-ci-{secrets.token_hex(3)}")
     inventory = base / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"ci": {
-        "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"ci": local_connection(base)}}}))
     group_vars = {"labctl_prepare": False, "labctl_exe": LABCTL, "labctl_chdir": str(ROOT),
                   "labctl_work": str(base / "work"), "labctl_profile": str(profile),
                   "labctl_env": {f"LABCTL_{k}_DIR": str(base / k.lower()) for k in ("STATE", "RUN", "LOG")}}
@@ -418,8 +424,7 @@ def test_ci_playbook_collects_the_artefacts(request):
 
 def _local_inventory(base: Path) -> Path:
     inventory = base / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"here": {
-        "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"here": local_connection(base)}}}))
     return inventory
 
 
