@@ -4,16 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(
-  qemu-system-x86 qemu-utils
-  libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system libvirt-daemon-config-network
-  libvirt-clients libvirt-dev
-  libxml2-utils dnsmasq-base pkg-config iproute2 kmod cpio
-  dpdk dpdk-dev librte-net-vhost23 librte-net-virtio23 librte-mempool-ring23
-  openvswitch-switch-dpdk
-  busybox-static ethtool iperf3 tmux
-  python3-venv
-)
+# The one package list (also read by playbooks/lab-host.yml): names separated by blanks, '#' comments.
+mapfile -t APT_PACKAGES < <(sed -e 's/#.*//' scripts/apt-packages.txt | tr -s ' \t' '\n' | sed '/^$/d')
+((${#APT_PACKAGES[@]})) || { echo "setup: scripts/apt-packages.txt lists no packages" >&2; exit 1; }
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -1,7 +1,13 @@
-"""The environment fingerprint recorded with every trial."""
+"""The environment fingerprint recorded with every trial.
+
+``env.host`` is the kernel's hostname, or ``$LABCTL_HOST`` when that is set: the fleet playbooks set it to
+the inventory hostname, so trials from many hosts (or from test hosts that share one kernel) keep the
+name the operator gave each host.
+"""
 
 from __future__ import annotations
 
+import os
 import socket
 from functools import lru_cache
 
@@ -22,7 +28,10 @@ def _static() -> dict:
 def fingerprint(lab: str, pins: dict, shared_cores: bool, hugepages: bool, accel: str | None = None) -> Environment:
     if accel is None:
         accel = "none" if lab == "embedded" else kvm_status().accel
-    return Environment(**_static(), accel=accel, lab=lab, pins=pins, shared_cores=shared_cores,
+    static = _static()
+    if os.environ.get("LABCTL_HOST"):
+        static = {**static, "host": os.environ["LABCTL_HOST"]}
+    return Environment(**static, accel=accel, lab=lab, pins=pins, shared_cores=shared_cores,
                        hugepages=hugepages)
 
 
