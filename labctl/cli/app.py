@@ -13,6 +13,7 @@ import typer
 
 from labctl import __version__
 from labctl.cli import advice, host, lab, measure, results
+from labctl.cli.fleet import fleet_app
 from labctl.errors import Interrupted, LabError
 
 app = typer.Typer(no_args_is_help=True, help="QEMU/KVM lab automation and virtio-net tuning advisor.")
@@ -32,6 +33,7 @@ def main_options(version: bool = typer.Option(False, "--version", callback=_vers
 
 for module in (lab, measure, results, advice, host):
     module.register(app)
+app.add_typer(fleet_app, name="fleet")
 
 
 def run(argv: list[str] | None = None) -> int:

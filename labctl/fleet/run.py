@@ -240,7 +240,7 @@ def _result(host: str, log: EventLog, private: Path, job: str) -> HostResult:
 
 def _check_store(db: Path) -> None:
     """--db must be a result store, or a file that can be created (checked before hours of sweeping)."""
-    from labctl.host.paths import can_create
+    from labctl.paths import can_create
     from labctl.results.store import Store
 
     if db.exists():

@@ -20,7 +20,7 @@ import pytest
 from labctl import signals
 from labctl.dpdk import testpmd as tpmd
 from labctl.errors import Terminated
-from labctl.host.paths import log_dir, run_dir
+from labctl.paths import log_dir, run_dir
 from labctl.lab.embedded.vswitch import lcores_argument, start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import load_state, state_path, teardown
