@@ -214,14 +214,23 @@ def runs(db: str | Path) -> list[dict[str, Any]]:
         return store.runs()
 
 
-def trials(db: str | Path, run: int | None = None, status: str | None = "ok") -> tuple[int, list[TrialRecord]]:
-    """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run."""
+def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
+           host: str | None = None) -> tuple[int, list[TrialRecord]]:
+    """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run; ``host``:
+    only the trials of that host (a fleet's merged store holds many)."""
     with _store(db) as store:
         run_id = run if run is not None else store.latest_run_id()
         if run_id is None:
             raise UserError(f"--db {db}: holds no runs")
         store.run(run_id)  # UnknownRunError for a bad id
-        return run_id, store.trials(run_id, status=status)
+        records = store.trials(run_id, status=status)
+    if host is not None:
+        hosts = sorted({r.env.host for r in records if r.env.host})
+        records = [r for r in records if r.env.host == host]
+        if not records:
+            raise UserError(f"--host {host}: no trials of that host in run {run_id} "
+                            f"(allowed: {', '.join(hosts) or 'none recorded'})")
+    return run_id, records
 
 
 def report_metrics() -> list[str]:
@@ -235,12 +244,14 @@ def _check_metric(metric: str) -> None:
         raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(allowed)})")
 
 
-def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str = "mpps"):
-    """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes."""
+def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str = "mpps",
+           host: str | None = None):
+    """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes (trials of
+    different hosts, accelerators or labs are never pooled; ``host`` keeps one host's)."""
     from labctl.analysis.report import build_report
 
     _check_metric(metric)
-    run_id, records = trials(db, run)
+    run_id, records = trials(db, run, host=host)
     with _store(db) as store:
         info = store.run(run_id)["info"]
     return build_report(records, by, run_id, metric, run_info=info)
@@ -257,7 +268,7 @@ def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> st
 
 
 def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
-         metric: str = "mpps") -> Path:
+         metric: str = "mpps", host: str | None = None) -> Path:
     """A PNG of medians with 95% intervals against one knob, one series per combination of the others."""
     from labctl.analysis.plot import plot_report
     from labctl.analysis.report import build_report
@@ -267,7 +278,7 @@ def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None 
         raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
     check_writable(out)
     _check_metric(metric)
-    run_id, records = trials(db, run)
+    run_id, records = trials(db, run, host=host)
     return plot_report(build_report(records, by, run_id, metric), out)
 
 
@@ -300,12 +311,14 @@ def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl",
 
 # --- advice -------------------------------------------------------------------------------------------
 
-def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float | None = None):
-    """Recommendations per knob from a run's trials, with evidence; refusals where the data cannot tell."""
+def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float | None = None,
+           host: str | None = None):
+    """Recommendations per knob from a run's trials, with evidence; refusals where the data cannot tell
+    (comparisons stay within one host, accelerator and lab; ``host`` keeps one host's trials)."""
     from advisor.advice import DEFAULT_MAX_LOSS
     from advisor.recommend import advise as make_advice
 
-    _run_id, records = trials(db, run, status=None)
+    _run_id, records = trials(db, run, status=None, host=host)
     return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss)
 
 

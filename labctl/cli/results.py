@@ -13,26 +13,28 @@ from labctl.cli.output import say
 
 DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
 RUN = typer.Option(None, "--run", help="run id (default: newest)")
+HOST = typer.Option(None, "--host", help="only this host's trials (a fleet's merged store holds many)")
 
 
 def report(db: Path = DB, run: Optional[int] = RUN,
            by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
            fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
            metric: str = typer.Option("mpps", "--metric", help="metric to summarize"),
-           plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table")) -> None:
+           plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table"),
+           host: Optional[str] = HOST) -> None:
     """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes."""
     from labctl.analysis.renderers import check_format
 
     check_format(fmt)
-    typer.echo(api.render_report(api.report(db, run, by, metric), fmt, terminal_plot=plot))
+    typer.echo(api.render_report(api.report(db, run, by, metric, host), fmt, terminal_plot=plot))
 
 
 def plot(by: str = typer.Option(..., "--by", help="knob on the x axis"),
          out: Path = typer.Option(..., "--out", help="PNG file to write"),
          db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
-         metric: str = typer.Option("mpps", "--metric")) -> None:
+         metric: str = typer.Option("mpps", "--metric"), host: Optional[str] = HOST) -> None:
     """Plot medians with 95% intervals against one knob, one series per combination of the others."""
-    typer.echo(f"wrote {api.plot(by, out, db, run, metric)}")
+    typer.echo(f"wrote {api.plot(by, out, db, run, metric, host)}")
 
 
 def import_trials(file: Path, db: Path = DB,

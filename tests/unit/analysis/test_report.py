@@ -7,6 +7,7 @@ import json
 import pytest
 
 from labctl.analysis.renderers import render
+from labctl.errors import UserError
 from labctl.analysis.report import build_report
 from labctl.results.record import Environment, Metrics, TrialRecord
 from labctl.results.store import Store
@@ -105,3 +106,30 @@ def test_cli_report_plot_import_export(tmp_path, cli):
     assert code == 2 and "allowed: table, md, csv, json" in err
     code, _, err = cli("report", "--db", str(db), "--run", "99")
     assert code == 2 and "99" in err
+
+
+def test_trials_of_two_hosts_or_accelerators_are_never_pooled(tmp_path):
+    """A fleet's merged store: rows split by host (and by accelerator), --host keeps one, the advisor says so."""
+    from labctl import api
+    from labctl.results.store import Store
+
+    a = records({(256, 32): [10.0, 10.1, 9.9], (1024, 32): [12.0, 12.1, 11.9]})
+    b = records({(256, 32): [5.0, 5.1, 4.9], (1024, 32): [6.0, 6.1, 5.9]}, accel="tcg")
+    for r in a:
+        r.env.host = "h1"
+    for r in b:
+        r.env.host = "h2"
+    report = build_report(a + b)
+    assert {row.knobs["env.host"] for row in report.rows} == {"h1", "h2"} and len(report.rows) == 4
+    assert "env.accel" in report.knobs  # h2 ran under TCG: its rows carry that too
+    db = tmp_path / "fleet.db"
+    with Store(db) as store:
+        run_id = store.create_run("fleet", {}, [])
+        for r in a + b:
+            store.add_trial(r.model_copy(update={"id": None, "run_id": run_id}))
+    only = api.report(db, host="h2")
+    assert len(only.rows) == 2 and all(row.median < 7 for row in only.rows)
+    with pytest.raises(UserError, match="--host h3: no trials of that host .*allowed: h1, h2"):
+        api.report(db, host="h3")
+    warnings = " ".join(api.advise(db).warnings)
+    assert "2 hosts" in warnings and "2 accelerators" in warnings
