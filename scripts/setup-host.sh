@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent host set-up for labctl on Debian 12 (root): apt packages, the .venv, and the
-# virtlogd/libvirtd daemons (there is no systemd here). A second run installs nothing.
+# Idempotent host set-up for labctl on Debian 12 (root): apt packages, the .venv, the labgen
+# generator (scripts/build-labgen.sh, cached) and the virtlogd/libvirtd daemons (there is no
+# systemd here). A second run installs and builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,7 @@ APT_PACKAGES=(
   libvirt-clients libvirt-dev
   libxml2-utils dnsmasq-base pkg-config iproute2 kmod cpio
   dpdk dpdk-dev librte-net-vhost23 librte-net-virtio23 librte-mempool-ring23
+  libdpdk-dev meson gcc
   busybox-static ethtool iperf3 tmux
   python3-venv
 )
@@ -39,4 +41,5 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
+scripts/build-labgen.sh
 scripts/services.sh
