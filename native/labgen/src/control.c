@@ -240,6 +240,9 @@ cmd_start(const char *cmd, const char *params, struct rte_tel_data *d)
 		return reply_error(d, "no started port to send from (ports mask 0x%x)", p.port_mask);
 	if (p.rate && lg_measured_frames(&p) == 0)
 		return reply_error(d, "rate %" PRIu64 " for %.9f s is no frame", p.rate, (double)p.duration_ns / 1e9);
+	if (p.rate && (lg_measured_frames(&p) + p.rate * (p.warmup_ns / 1000000000u + 1)) / p.rate > 86400)
+		return reply_error(d, "a schedule longer than a day (%" PRIu64 " frames at %" PRIu64 "/s)",
+				   lg_measured_frames(&p), p.rate);
 	if (p.rate == 0 && p.count == 0 && p.duration_ns == 0)
 		return reply_error(d, "an unpaced trial needs a duration or a count");
 
@@ -482,8 +485,9 @@ cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "stray", all.stray);
 	rte_tel_data_add_dict_u64(d, "late", all.late);
 	rte_tel_data_add_dict_u64(d, "alloc_fail", LG_LOAD(t->alloc_fail));
+	rte_tel_data_add_dict_u64(d, "early", LG_LOAD(t->early));
 	rte_tel_data_add_dict_u64(d, "stopped", LG_LOAD(t->stopped));
-	rte_tel_data_add_dict_u64(d, "achieved_pps", window_ns && active ?
+	rte_tel_data_add_dict_u64(d, "achieved_rate", window_ns && active ?
 				  (uint64_t)((double)all.offered * 1e9 / (double)window_ns / (double)active) : 0);
 
 	uint64_t limit_ns = (uint64_t)((double)t->late_limit * lg.ns_per_cycle);

@@ -93,6 +93,7 @@ struct lg_trial_tx {
 	uint64_t t0, t_run, t_sched_end, t_last, t_drain;
 	uint64_t late_limit; /* cycles */
 	uint64_t alloc_fail;
+	uint64_t early; /* measured bursts handed to the driver before their due time: always 0 */
 	uint32_t stopped;
 	struct lg_hist lateness; /* ns, one value per burst handed to the driver */
 	struct lg_port_tx port[LG_MAX_PORTS];

@@ -170,6 +170,8 @@ send_frames(struct lg_trial_tx *t, uint16_t port, uint64_t idx, uint32_t n, int 
 		if (measured && p->rate) {
 			uint64_t due = t->t0 + lg_due(qfirst[q], lg.hz, p->rate);
 			uint64_t late = tsc > due ? tsc - due : 0;
+			if (tsc < due)
+				LG_ADD(t->early, 1); /* a self-check: never happens */
 			lg_hist_add(&t->lateness, cycles_to_ns(late));
 			LG_STORE(pt->late_last, late);
 		}
@@ -213,6 +215,7 @@ begin_trial(struct lg_trial_tx *t, uint32_t gen)
 	LG_STORE(t->t_sched_end, 0);
 	LG_STORE(t->t_last, 0);
 	LG_STORE(t->alloc_fail, 0);
+	LG_STORE(t->early, 0);
 	LG_STORE(t->stopped, 0);
 	t->late_limit = lg_late_limit(&t->p, lg.hz, lg_measured_frames(&t->p));
 	lg_hist_reset(&t->lateness);
