@@ -145,10 +145,15 @@ class TrialSpec:
             parts["ports"] = str(self.ports_mask)
         return ",".join(f"{key}={value}" for key, value in parts.items())
 
+    def sending_s(self) -> float | None:
+        """How long sending should take, warm-up included (None: unpaced and counted, unknown)."""
+        if self.count:
+            return self.warmup_s + self.count / self.rate_pps if self.rate_pps else None
+        return self.warmup_s + self.duration_s
+
     def expected_s(self) -> float:
         """How long the trial should take (without the generator falling behind)."""
-        duration = self.count / self.rate_pps if self.count and self.rate_pps else self.duration_s
-        return self.warmup_s + duration + self.drain_s
+        return (self.sending_s() or 0.0) + self.drain_s
 
 
 @dataclass(frozen=True)
@@ -403,7 +408,9 @@ class Labgen:
         """Run one trial and return its result. A cancel or SIGTERM stops the trial's sending first."""
         self.start_trial(spec)
         try:
-            signals.sleep(max(spec.expected_s() - 2 * POLL_S, 0.0))
+            # the first poll comes after the sending, half-way through the drain: a telemetry command
+            # wakes a thread, which on this 2-vCPU host may briefly take the sending lcore's CPU
+            signals.sleep((spec.sending_s() or 0.0) + spec.drain_s / 2)
             limit = timeout_s if timeout_s is not None else 2 * spec.expected_s() + 10.0
             return LabgenResult.from_stats(self.wait_done(limit))
         except BaseException:

@@ -44,6 +44,7 @@ def test_trial_parameters():
     counted = TrialSpec(rate_pps=0, count=5000, drain_s=0, ports_mask=1, frame_size=1518, burst=64)
     assert counted.params() == "rate=0,warmup=0,drain=0,size=1518,burst=64,flows=1,tolerance=64,count=5000,ports=1"
     assert spec.expected_s() == pytest.approx(2.6) and TrialSpec(rate_pps=1000, count=500).expected_s() == pytest.approx(0.6)
+    assert spec.sending_s() == pytest.approx(2.5) and counted.sending_s() is None  # unpaced and counted: unknown
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
