@@ -33,6 +33,10 @@
 #define LG_VERSION "1.0"
 #define LG_MAX_PORTS 16
 #define LG_MAX_QUEUES 16
+/* /labgen/stats carries about 0.9 KB per port with 8 queues (13 counters, 3 per-queue arrays of
+ * up to 20-digit numbers): 64 port-queues keep it well inside telemetry's 16 KiB reply (MAX_OUTPUT_LEN
+ * in DPDK 22.11 lib/telemetry/telemetry.c) */
+#define LG_MAX_PORT_QUEUES 64
 #define LG_MAX_FLOWS 1024
 #define LG_MAX_BURST 512 /* testpmd's MAX_PKT_BURST (app/test-pmd/testpmd.h) */
 #define LG_RX_BURST 64

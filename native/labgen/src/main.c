@@ -206,6 +206,11 @@ main(int argc, char **argv)
 		lg.nb_ports = 0;
 		goto out;
 	}
+	if (lg.nb_ports * lg.nb_queues > LG_MAX_PORT_QUEUES) {
+		fprintf(stderr, "labgen: %u ports x %u queues is more than %d: /labgen/stats would not fit "
+			"DPDK telemetry's 16 KiB reply\n", lg.nb_ports, lg.nb_queues, LG_MAX_PORT_QUEUES);
+		goto out;
+	}
 	unsigned int workers[2], nw = 0, lcore;
 	RTE_LCORE_FOREACH_WORKER(lcore) {
 		if (nw < 2)
