@@ -33,6 +33,7 @@ was handed to the driver and each port's last burst went out at most max(0.001% 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -291,16 +292,16 @@ class LabgenResult:
                    stall_us=int(stats.get("stall_ns", 0)) / 1000.0, ports=ports, raw=stats)
 
 
+@dataclass(eq=False)
 class Labgen:
-    """A running labgen process; its output goes to ``log_path``."""
+    """A labgen process (once started); its output goes to ``log_path``."""
 
-    def __init__(self, role: str, eal: EalOptions, app: LabgenOptions, log_path: Path):
-        self.role = role
-        self.eal = eal
-        self.app = app
-        self.log_path = log_path
-        self.proc: subprocess.Popen | None = None
-        self.tel: Telemetry | None = None
+    role: str
+    eal: EalOptions
+    app: LabgenOptions
+    log_path: Path
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+    tel: Telemetry | None = field(default=None, repr=False)
 
     @property
     def argv(self) -> list[str]:
@@ -421,8 +422,8 @@ class Labgen:
                     pass
             raise
 
-    def quit(self, timeout_s: float = 10.0) -> None:
-        """Ask labgen to exit (/labgen/quit, else SIGTERM); kill it when it does not exit in time."""
+    def quit(self, timeout_s: float = 10.0, grace_s: float = 5.0) -> None:
+        """Ask labgen to exit (/labgen/quit); SIGTERM it after ``timeout_s``, SIGKILL after ``grace_s`` more."""
         if self.tel is not None:
             try:
                 if self.proc is None or self.proc.poll() is None:
@@ -433,16 +434,14 @@ class Labgen:
             self.tel = None
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
+        proc = self.proc
+        for escalate, wait_s in ((None, timeout_s), (proc.terminate, grace_s), (proc.kill, 5.0)):
+            if proc.poll() is not None:
+                return
+            if escalate is not None:
+                escalate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(wait_s)
 
 
 def connect_ports(gen: Labgen, listener: "Testpmd", sockets: list[Path], timeout_s: float = 60.0) -> None:

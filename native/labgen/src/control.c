@@ -19,7 +19,7 @@
  * DPDK 22.11 limits (lib/telemetry/rte_telemetry.h, telemetry.c): 256 entries per dict, 512 per
  * array, 16 KiB per reply, 128-byte strings; dicts may hold dicts and arrays of numbers or strings
  * (rte_tel_data_add_dict_container); 22.11 has the _u64 adders (not _uint). Commands run on the
- * telemetry threads, one per client connection, so they serialise on lg.ctl.
+ * telemetry threads, one per client connection, so those on ports and trials serialise on lg.ctl.
  */
 #include "labgen.h"
 
@@ -87,13 +87,9 @@ cmd_info(const char *cmd, const char *params, struct rte_tel_data *d)
 }
 
 static int
-cmd_ports(const char *cmd, const char *params, struct rte_tel_data *d)
+ports_body(const char *params, struct rte_tel_data *d)
 {
-	(void)cmd;
 	(void)params;
-	if (!ACQ(lg.ready))
-		return not_ready(d);
-	pthread_mutex_lock(&lg.ctl);
 	rte_tel_data_start_dict(d);
 	for (uint16_t port = 0; port < lg.nb_ports; port++) {
 		struct rte_tel_data *p = rte_tel_data_alloc();
@@ -113,28 +109,21 @@ cmd_ports(const char *cmd, const char *params, struct rte_tel_data *d)
 		snprintf(key, sizeof(key), "%u", port);
 		rte_tel_data_add_dict_container(d, key, p, 0);
 	}
-	pthread_mutex_unlock(&lg.ctl);
 	return 0;
 }
 
 static int
-cmd_port_start(const char *cmd, const char *params, struct rte_tel_data *d)
+port_start_body(const char *params, struct rte_tel_data *d)
 {
 	char err[RTE_TEL_MAX_STRING_LEN], *end;
-	(void)cmd;
 
-	if (!ACQ(lg.ready))
-		return not_ready(d);
 	if (params == NULL || *params == '\0')
 		return reply_error(d, "usage: /labgen/port_start,PORT");
 	errno = 0;
 	unsigned long port = strtoul(params, &end, 10);
 	if (errno || end == params || *end || port >= lg.nb_ports)
 		return reply_error(d, "no port %s (ports: %u)", params, lg.nb_ports);
-	pthread_mutex_lock(&lg.ctl);
-	int rc = lg_port_start((uint16_t)port, err, sizeof(err));
-	pthread_mutex_unlock(&lg.ctl);
-	if (rc < 0)
+	if (lg_port_start((uint16_t)port, err, sizeof(err)) < 0)
 		return reply_error(d, "%s", err);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "port", port);
@@ -223,14 +212,11 @@ parse_start(const char *params, struct lg_params *p, char *err, size_t errlen)
 }
 
 static int
-cmd_start(const char *cmd, const char *params, struct rte_tel_data *d)
+start_body(const char *params, struct rte_tel_data *d)
 {
 	char err[RTE_TEL_MAX_STRING_LEN];
 	struct lg_params p;
-	(void)cmd;
 
-	if (!ACQ(lg.ready))
-		return not_ready(d);
 	if (parse_start(params, &p, err, sizeof(err)) < 0)
 		return reply_error(d, "%s", err);
 	uint32_t sending = 0;
@@ -246,20 +232,15 @@ cmd_start(const char *cmd, const char *params, struct rte_tel_data *d)
 	if (p.rate == 0 && p.count == 0 && p.duration_ns == 0)
 		return reply_error(d, "an unpaced trial needs a duration or a count");
 
-	pthread_mutex_lock(&lg.ctl);
 	uint32_t state = ACQ(lg.state), gen = ACQ(lg.cur_gen);
-	if ((state != LG_IDLE && state != LG_DONE) || ACQ(lg.req_gen) != gen) {
-		pthread_mutex_unlock(&lg.ctl);
+	if ((state != LG_IDLE && state != LG_DONE) || ACQ(lg.req_gen) != gen)
 		return reply_error(d, "trial %u is %s: /labgen/stop it or wait", gen, lg_state_name(state));
-	}
 	lg.req = p;
 	uint32_t next = (gen + 1) & 0x7fff ? gen + 1 : gen + 2; /* the 15-bit tag of trial 0 means "none" */
 	__atomic_store_n(&lg.req_gen, next, __ATOMIC_RELEASE);
 	for (int i = 0; i < 20000 && ACQ(lg.cur_gen) != next; i++)
 		usleep(100);
-	int taken = ACQ(lg.cur_gen) == next;
-	pthread_mutex_unlock(&lg.ctl);
-	if (!taken)
+	if (ACQ(lg.cur_gen) != next)
 		return reply_error(d, "the worker lcore did not take trial %u within 2 s", next);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "trial", next);
@@ -272,16 +253,11 @@ cmd_start(const char *cmd, const char *params, struct rte_tel_data *d)
 /* ---- /labgen/stop, /labgen/quit --------------------------------------------------------------- */
 
 static int
-cmd_stop(const char *cmd, const char *params, struct rte_tel_data *d)
+stop_body(const char *params, struct rte_tel_data *d)
 {
-	(void)cmd;
 	(void)params;
-	if (!ACQ(lg.ready))
-		return not_ready(d);
-	pthread_mutex_lock(&lg.ctl);
 	uint32_t gen = ACQ(lg.cur_gen);
 	__atomic_store_n(&lg.stop_gen, gen, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&lg.ctl);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_u64(d, "trial", gen);
 	rte_tel_data_add_dict_string(d, "state", lg_state_name(ACQ(lg.state)));
@@ -430,23 +406,17 @@ add_ports(struct rte_tel_data *d, const struct lg_trial_tx *t, const struct lg_t
 }
 
 static int
-cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
+stats_body(const char *params, struct rte_tel_data *d)
 {
-	(void)cmd;
-	(void)params;
-	if (!ACQ(lg.ready))
-		return not_ready(d);
-	pthread_mutex_lock(&lg.ctl); /* no new trial begins while this one is read */
+	(void)params; /* under lg.ctl: no new trial begins while this one is read */
 	const struct lg_trial_tx *t = lg.tx;
 	const struct lg_trial_rx *r = lg.rx;
 	uint32_t gen = ACQ(lg.cur_gen), state = ACQ(lg.state);
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_string(d, "state", lg_state_name(state));
 	rte_tel_data_add_dict_u64(d, "trial", gen);
-	if (gen == 0 || state == LG_STARTING) {
-		pthread_mutex_unlock(&lg.ctl);
+	if (gen == 0 || state == LG_STARTING)
 		return 0;
-	}
 	const struct lg_params *p = &t->p;
 	uint64_t active = 0;
 	for (uint16_t port = 0; port < lg.nb_ports; port++)
@@ -521,9 +491,35 @@ cmd_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 				    (double)late_max / 1e3);
 	rte_tel_data_add_dict_u64(d, "valid", (uint64_t)valid);
 	rte_tel_data_add_dict_string(d, "reason", reason);
-	pthread_mutex_unlock(&lg.ctl);
 	return 0;
 }
+
+/* Commands on ports and trials: labgen must be ready (checked again under the lock: main() clears
+ * it under lg.ctl before it stops the ports), and they run one at a time. */
+static int
+locked(int (*body)(const char *params, struct rte_tel_data *d), const char *params, struct rte_tel_data *d)
+{
+	int rc;
+
+	if (!ACQ(lg.ready))
+		return not_ready(d);
+	pthread_mutex_lock(&lg.ctl);
+	rc = ACQ(lg.ready) ? body(params, d) : not_ready(d);
+	pthread_mutex_unlock(&lg.ctl);
+	return rc;
+}
+
+#define LOCKED_COMMAND(name)                                                                  \
+	static int cmd_##name(const char *cmd, const char *params, struct rte_tel_data *d)    \
+	{                                                                                      \
+		(void)cmd;                                                                     \
+		return locked(name##_body, params, d);                                         \
+	}
+LOCKED_COMMAND(ports)
+LOCKED_COMMAND(port_start)
+LOCKED_COMMAND(start)
+LOCKED_COMMAND(stop)
+LOCKED_COMMAND(stats)
 
 int
 lg_register_commands(void)

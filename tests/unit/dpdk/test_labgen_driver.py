@@ -167,3 +167,15 @@ def test_exited_process_is_reported_with_its_log(tmp_path):
     gen.proc.wait()
     with pytest.raises(WorkloadError, match=r"generator labgen exited with code 3: EAL: Cannot create lock \(log "):
         Labgen.connect(gen, timeout_s=1)
+
+
+def test_quit_escalates_to_sigterm_then_sigkill(tmp_path):
+    """A labgen that ignores /labgen/quit and SIGTERM is killed; one that exited is left alone."""
+    gen = Labgen("generator", vhost_client_labgen(SOCKETS, 1, "p", [None], None, tmp_path / "g.log").eal,
+                 lg.LabgenOptions(), tmp_path / "g.log")
+    gen.proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                 "signal.SIG_IGN); print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE)
+    assert gen.proc.stdout.readline() == b"up\n"
+    gen.quit(timeout_s=0.1, grace_s=0.1)
+    assert gen.proc.returncode == -9
+    gen.quit()  # already gone: nothing to do
