@@ -102,6 +102,7 @@ struct lg_trial_tx {
 	struct lg_hist lateness; /* ns, one value per burst handed to the driver */
 	struct lg_port_tx port[LG_MAX_PORTS];
 	uint64_t tx_seq[LG_MAX_PORTS * LG_MAX_FLOWS]; /* = frames of each stream the driver took */
+	uint16_t flow_queue[LG_MAX_FLOWS];
 	uint8_t tmpl[LG_MAX_PORTS][LG_MAX_FLOWS][LG_HDR_LEN];
 };
 

@@ -135,10 +135,10 @@ send_frames(struct lg_trial_tx *t, uint16_t port, uint64_t idx, uint32_t n, int 
 		LG_ADD(t->alloc_fail, 1);
 		return 0;
 	}
-	for (uint32_t k = 0; k < n; k++) {
+	uint32_t flow = (uint32_t)(idx % p->flows); /* then counted on: no division per frame */
+	for (uint32_t k = 0; k < n; k++, flow = flow + 1 == p->flows ? 0 : flow + 1) {
 		uint64_t i = idx + k;
-		uint32_t flow = (uint32_t)(i % p->flows);
-		uint16_t q = (uint16_t)(flow % nq);
+		uint16_t q = t->flow_queue[flow];
 		uint16_t stream = (uint16_t)(port * p->flows + flow);
 		struct lg_payload pl = {.magic = LG_MAGIC, .tag = tag, .stream = stream, .seq = 0, .tsc = 0};
 		uint8_t *data = rte_pktmbuf_mtod(m[k], uint8_t *);
@@ -218,6 +218,8 @@ begin_trial(struct lg_trial_tx *t, uint32_t gen)
 	LG_STORE(t->early, 0);
 	LG_STORE(t->stopped, 0);
 	t->late_limit = lg_late_limit(&t->p, lg.hz, lg_measured_frames(&t->p));
+	for (uint32_t f = 0; f < flows; f++)
+		t->flow_queue[f] = (uint16_t)(f % lg.nb_queues); /* flow f goes out on queue f % queues */
 	lg_hist_reset(&t->lateness);
 	build_templates(t);
 	REL(lg.state, LG_STARTING);
