@@ -14,6 +14,10 @@ flows). Each generator gets a fresh guest. Measured:
 - pacing at 25/50/75/90% of labgen's unpaced rate: achieved/intended - 1, lateness (burst p50, p99,
   worst, last burst) and validity.
 
+The unpaced rate counts every frame handed to the driver, also those the full guest ring refused at
+once (cheap); paced near that rate the guest forwards far more, and the same core must also receive
+it, so the highest valid paced rate is well below the unpaced one.
+
 The host is a 2-vCPU VM whose vCPUs stop for milliseconds at a time, and other work may share it:
 every figure is from a noisy 2-vCPU VM, functional rather than representative. The steadiness probe
 (labctl doctor --steadiness) runs before and after. BENCH_GENERATOR_QUICK=1 shortens everything.

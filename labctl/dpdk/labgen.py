@@ -18,9 +18,13 @@ The protocol (every reply is one JSON object; a failed command replies ``{"error
     /labgen/port_start,N          configure and start port N (labgen ran with --wait-ports)
     /labgen/start,rate=R,duration=S|count=N,warmup=S,drain=S,size=B,burst=N,flows=N,tolerance=N,ports=MASK
                                   {"trial", "state", "frames", "late_limit_ns"}
-    /labgen/stats                 {"state": idle|starting|warmup|running|draining|done, "trial", counters,
-                                   "port": {"0": {..., "q_tx": [...], "q_rx": [...]}}, "latency_ns": {...},
-                                   "lateness_ns": {...}, "stall_ns", "valid", "reason"}
+    /labgen/stats                 {"state": idle|starting|warmup|running|draining|done, "trial", "rate", "frames",
+                                   "window_ns", "offered", "sent", "tx_dropped", "unsent", "received", "unique",
+                                   "lost", "reordered", "duplicate", "warmup_tx", "warmup_rx", "stray", "late",
+                                   "early", "achieved_rate", "stall_ns",
+                                   "port": {"0": {..., "q_tx": [...], "q_tx_dropped": [...], "q_rx": [...]}},
+                                   "latency_ns": {"count", "min", "mean", "p50", "p90", "p99", "p999", "max"},
+                                   "lateness_ns": {... the same, "limit", "end"}, "valid", "reason"}
     /labgen/stop                  end the current trial's sending now
     /labgen/quit                  exit (as SIGTERM does)
 
