@@ -95,7 +95,10 @@ class Bench:
                 gen = vs.vswitch_testpmd(config, self.logs / f"{tag}-gen.log")
             procs += [gen, guest]  # the guest quits first (its close talks to the generator)
             vs.start_recorded(self.state, guest)
-            vs.start_recorded(self.state, gen)
+            if kind == "labgen":
+                gen.start_recorded(self.state)
+            else:
+                vs.start_recorded(self.state, gen)
             if kind == "labgen":
                 gen.connect()
                 connect_ports(gen, guest, self.sockets)

@@ -25,6 +25,9 @@ The protocol (every reply is one JSON object; a failed command replies ``{"error
                                    "port": {"0": {..., "q_tx": [...], "q_tx_dropped": [...], "q_rx": [...]}},
                                    "latency_ns": {"count", "min", "mean", "p50", "p90", "p99", "p999", "max"},
                                    "lateness_ns": {... the same, "limit", "end"}, "valid", "reason"}
+    /labgen/streams,PORT[,FIRST]  {"trial", "state", "port", "flows", "first", "sent": [...], "received": [...],
+                                   "lost": [...], "reordered": [...], "duplicate": [...]}: per flow of sending
+                                   port PORT, 128 flows from FIRST (one stream per flow and sending port)
     /labgen/stop                  end the current trial's sending now
     /labgen/quit                  exit (as SIGTERM does)
 
@@ -52,6 +55,7 @@ from labctl.errors import WorkloadError
 
 if TYPE_CHECKING:
     from labctl.dpdk.testpmd import Testpmd
+    from labctl.lab.ledger import LabState
 
 #: Overrides where the labgen binary is (its directory also holds ``labgen-selftest``).
 BINARY_ENV = "LABCTL_LABGEN"
@@ -200,6 +204,20 @@ class PortCounts:
 
 
 @dataclass(frozen=True)
+class StreamCounts:
+    """One stream (a flow of a sending port), exact once the trial is done: ``sent`` counts the frames
+    the driver took, ``received`` the distinct ones that came back, ``lost = sent - received``."""
+
+    port: int
+    flow: int
+    sent: int
+    received: int
+    lost: int
+    reordered: int
+    duplicate: int
+
+
+@dataclass(frozen=True)
 class LabgenResult:
     """One trial's result. Counts are over the measured phase, summed over sending ports.
 
@@ -321,6 +339,13 @@ class Labgen:
 
     start_daemon = start  # labctl.lab.embedded.vswitch.start_recorded may ask for either
 
+    def start_recorded(self, state: "LabState") -> int:
+        """Record the DPDK runtime directory in ``state``, start, record the pid with its start time
+        (labctl.lab.embedded.vswitch.start_recorded: what the crash paths and ``labctl down`` remove)."""
+        from labctl.lab.embedded.vswitch import start_recorded
+
+        return start_recorded(state, self)  # type: ignore[arg-type]  # duck-typed: eal, role, start()
+
     def _tail(self) -> str:
         try:
             lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
@@ -386,6 +411,16 @@ class Labgen:
                 raise WorkloadError(f"{self.role} labgen: links of ports {', '.join(down)} not up after "
                                     f"{timeout_s:.0f} s (log {self.log_path})")
             signals.sleep(POLL_S)
+
+    def streams(self, port: int) -> list[StreamCounts]:
+        """Every stream of sending port ``port`` in the current or last trial (paged, 128 flows a reply)."""
+        out: list[StreamCounts] = []
+        while True:
+            reply = self.command(f"/labgen/streams,{port},{len(out)}")
+            columns = [reply[name] for name in ("sent", "received", "lost", "reordered", "duplicate")]
+            out += [StreamCounts(port, len(out) + i, *row) for i, row in enumerate(zip(*columns))]
+            if len(out) >= int(reply["flows"]) or not columns[0]:
+                return out
 
     def start_trial(self, spec: TrialSpec) -> dict[str, Any]:
         return self.command(f"/labgen/start,{spec.params()}")

@@ -117,12 +117,15 @@ def test_ring_many_trials_in_one_process(ring):
     assert a.received == a.sent == 8000 and a.lost == a.reordered == a.tx_dropped == a.stray == 0
     assert a.raw["warmup_tx"] == a.raw["warmup_rx"] == 2000
     assert a.ports[0].q_tx == [4000, 4000] and a.ports[0].q_rx == [4000, 4000]  # flow f on queue f % 2
+    assert [(s.flow, s.sent, s.received, s.lost) for s in ring.streams(0)] == [(f, 2000, 2000, 0) for f in range(4)]
     assert a.late_limit_us == pytest.approx(64 / 20_000 * 1e6, rel=1e-3)  # 64 frame intervals > 0.001% of 0.4 s
 
     # the next trial counts only its own frames (a different rate, size, flows, no warm-up)
     spec = TrialSpec(rate_pps=100_000, duration_s=0.4, frame_size=1518, flows=1, drain_s=0.05)
     b = paced(ring, spec)
     on_schedule(b, spec)
+    with pytest.raises(WorkloadError, match="flow 1: trial .* has 1 flows"):
+        ring.command("/labgen/streams,0,1")
     assert b.trial > a.trial and b.received == b.sent == 40_000 and b.raw["warmup_rx"] == 0 and b.stray == 0
     assert b.ports[0].q_tx == [40_000, 0]
 
@@ -215,7 +218,7 @@ def test_embedded_guest_forwarder(clean, hugepages):
             hugedir = grant.mount
         guest, gen = build(hugedir)
         start_recorded(state, guest)
-        start_recorded(state, gen)
+        gen.start_recorded(state)
         gen.connect()
         connect_ports(gen, guest, sockets)
         guest.wait_ready()
@@ -232,6 +235,9 @@ def test_embedded_guest_forwarder(clean, hugepages):
                 assert port.offered == spec.rate_pps * spec.duration_s and min(port.q_rx) > 0
                 assert all(abs(q - port.offered / 2) <= 1 for q in (a + b for a, b in zip(port.q_tx, port.q_tx_dropped)))
             assert r.latency.p50_us > 0  # (stray: frames of an earlier attempt the guest still held)
+            streams = gen.streams(0) + gen.streams(1)
+            assert len(streams) == 8 and sum(s.lost for s in streams) == r.lost
+            assert sum(s.sent for s in streams) == r.sent and sum(s.received for s in streams) == r.received
         guest.command("stop")
     finally:
         for proc in (gen, guest):

@@ -8,6 +8,8 @@
  *   /labgen/port_start,N            configure and start port N (with --wait-ports)
  *   /labgen/start,rate=R,...        begin a trial (keys below); replies once the worker took it
  *   /labgen/stats                   the current or last trial: state, counters, latency, validity
+ *   /labgen/streams,PORT[,FIRST]    per flow of sending port PORT (128 flows from FIRST): sent, received,
+ *                                   lost, reordered, duplicate
  *   /labgen/stop                    end the current trial's sending now (it drains, then is done)
  *   /labgen/quit                    stop the process (as SIGTERM does)
  *
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <rte_common.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_telemetry.h>
@@ -321,20 +324,35 @@ struct totals {
 	uint64_t received, unique, lost, reordered, duplicate, beyond, warmup_rx, stray, late;
 };
 
+struct stream_counts {
+	uint64_t sent, unique, lost, reordered, duplicate, beyond;
+};
+
+/* one stream (flow f of a sending port): sent counts only what the driver took, so sent - unique is
+ * what the device under test lost after taking it */
+static struct stream_counts
+stream_counts(const struct lg_trial_tx *t, const struct lg_trial_rx *r, uint16_t port, uint32_t f)
+{
+	const struct lg_stream *st = &r->stream[port * t->p.flows + f];
+	struct stream_counts c = {.sent = LG_LOAD(t->tx_seq[port * t->p.flows + f]), .unique = LG_LOAD(st->unique),
+				  .reordered = LG_LOAD(st->reordered), .duplicate = LG_LOAD(st->duplicate),
+				  .beyond = LG_LOAD(st->beyond_window)};
+
+	c.lost = c.sent > c.unique ? c.sent - c.unique : 0;
+	return c;
+}
+
 /* per sending port: what its streams lost, reordered and duplicated */
 static void
 stream_totals(const struct lg_trial_tx *t, const struct lg_trial_rx *r, uint16_t port, struct totals *s)
 {
-	uint32_t flows = t->p.flows;
-
-	for (uint32_t f = 0; f < flows; f++) {
-		const struct lg_stream *st = &r->stream[port * flows + f];
-		uint64_t sent = LG_LOAD(t->tx_seq[port * flows + f]), unique = LG_LOAD(st->unique);
-		s->unique += unique;
-		s->lost += sent > unique ? sent - unique : 0;
-		s->reordered += LG_LOAD(st->reordered);
-		s->duplicate += LG_LOAD(st->duplicate);
-		s->beyond += LG_LOAD(st->beyond_window);
+	for (uint32_t f = 0; f < t->p.flows; f++) {
+		struct stream_counts c = stream_counts(t, r, port, f);
+		s->unique += c.unique;
+		s->lost += c.lost;
+		s->reordered += c.reordered;
+		s->duplicate += c.duplicate;
+		s->beyond += c.beyond;
 	}
 }
 
@@ -494,6 +512,56 @@ stats_body(const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+/* /labgen/streams,PORT[,FIRST]: per flow of sending port PORT, flows FIRST.. (at most
+ * LG_STREAMS_PER_REPLY of them: five arrays of up to 20-digit numbers stay under 16 KiB) */
+#define LG_STREAMS_PER_REPLY 128
+
+static int
+streams_body(const char *params, struct rte_tel_data *d)
+{
+	const struct lg_trial_tx *t = lg.tx;
+	const struct lg_trial_rx *r = lg.rx;
+	unsigned long port = 0, first = 0;
+	char extra;
+	int n = params ? sscanf(params, "%lu,%lu%c", &port, &first, &extra) : 0;
+
+	if (n < 1 || n > 2 || port >= lg.nb_ports)
+		return reply_error(d, "usage: /labgen/streams,PORT[,FIRST] (ports: %u)", lg.nb_ports);
+	uint32_t state = ACQ(lg.state), gen = ACQ(lg.cur_gen);
+	if (gen == 0 || state == LG_STARTING)
+		return reply_error(d, "no trial to report (trial %u is %s)", gen, lg_state_name(state));
+	if (first >= t->p.flows)
+		return reply_error(d, "flow %lu: trial %u has %u flows", first, gen, t->p.flows);
+	uint32_t flows = t->p.flows, last = (uint32_t)RTE_MIN((unsigned long)flows, first + LG_STREAMS_PER_REPLY);
+	static const char *const names[] = {"sent", "received", "lost", "reordered", "duplicate"};
+	struct rte_tel_data *a[5];
+
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "trial", gen);
+	rte_tel_data_add_dict_string(d, "state", lg_state_name(state));
+	rte_tel_data_add_dict_u64(d, "port", port);
+	rte_tel_data_add_dict_u64(d, "flows", flows);
+	rte_tel_data_add_dict_u64(d, "first", first);
+	for (int k = 0; k < 5; k++) {
+		a[k] = rte_tel_data_alloc();
+		if (a[k] == NULL) {
+			while (k--)
+				rte_tel_data_free(a[k]);
+			return reply_error(d, "out of memory");
+		}
+		rte_tel_data_start_array(a[k], RTE_TEL_U64_VAL);
+	}
+	for (uint32_t f = (uint32_t)first; f < last; f++) {
+		struct stream_counts c = stream_counts(t, r, (uint16_t)port, f);
+		uint64_t v[5] = {c.sent, c.unique, c.lost, c.reordered, c.duplicate};
+		for (int k = 0; k < 5; k++)
+			rte_tel_data_add_array_u64(a[k], v[k]);
+	}
+	for (int k = 0; k < 5; k++)
+		rte_tel_data_add_dict_container(d, names[k], a[k], 0);
+	return 0;
+}
+
 /* Commands on ports and trials: labgen must be ready (checked again under the lock: main() clears
  * it under lg.ctl before it stops the ports), and they run one at a time. */
 static int
@@ -520,6 +588,7 @@ LOCKED_COMMAND(port_start)
 LOCKED_COMMAND(start)
 LOCKED_COMMAND(stop)
 LOCKED_COMMAND(stats)
+LOCKED_COMMAND(streams)
 
 int
 lg_register_commands(void)
@@ -535,6 +604,8 @@ lg_register_commands(void)
 		{"/labgen/start", cmd_start, "Begin a trial. Parameters: rate=,duration=|count=,warmup=,"
 					     "drain=,size=,burst=,flows=,tolerance=,ports="},
 		{"/labgen/stats", cmd_stats, "The current or last trial. No parameters"},
+		{"/labgen/streams", cmd_streams, "Per flow of a sending port: sent, received, lost, reordered, "
+						 "duplicate. Parameters: port[,first flow]"},
 		{"/labgen/stop", cmd_stop, "End the current trial's sending now. No parameters"},
 		{"/labgen/quit", cmd_quit, "Stop labgen. No parameters"},
 	};

@@ -123,6 +123,11 @@ class Scripted(Labgen):
         self.sent.append(cmd)
         if self.reply_error and cmd.startswith("/labgen/start"):
             raise WorkloadError(f"generator labgen: /labgen/start: {self.reply_error}")
+        if cmd.startswith("/labgen/streams,"):
+            _port, first = map(int, cmd.split(",")[1:])
+            flows = range(first, min(first + 128, 200))  # 200 flows: two pages
+            return {"flows": 200, "first": first, "sent": [10 * f for f in flows], "received": [10 * f - 1 for f in flows],
+                    "lost": [1] * len(flows), "reordered": [0] * len(flows), "duplicate": [f % 2 for f in flows]}
         if cmd == "/labgen/stats":
             state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
             return {**RECORDED, "state": state}
@@ -179,3 +184,11 @@ def test_quit_escalates_to_sigterm_then_sigkill(tmp_path):
     gen.quit(timeout_s=0.1, grace_s=0.1)
     assert gen.proc.returncode == -9
     gen.quit()  # already gone: nothing to do
+
+
+def test_streams_are_paged(tmp_path):
+    gen = Scripted(tmp_path, ["done"])
+    streams = gen.streams(1)
+    assert gen.sent == ["/labgen/streams,1,0", "/labgen/streams,1,128"]
+    assert [s.flow for s in streams] == list(range(200)) and {s.port for s in streams} == {1}
+    assert streams[150] == lg.StreamCounts(port=1, flow=150, sent=1500, received=1499, lost=1, reordered=0, duplicate=0)
