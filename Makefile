@@ -4,13 +4,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 LABCTL := $(VENV)/bin/labctl
 
-.PHONY: setup services demo test test-unit test-integration bench clean
+.PHONY: setup services labgen demo test test-unit test-integration bench clean
 
 setup:
 	@scripts/setup-host.sh
 
 services:
 	@scripts/services.sh
+
+# the paced DPDK generator (native/labgen) into build/labgen; setup does this too
+labgen:
+	@scripts/build-labgen.sh
 
 demo: setup
 	@scripts/demo.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent host set-up for labctl on Debian 12 (root): apt packages, the .venv, and the
-# virtlogd/libvirtd daemons (there is no systemd here). A second run installs nothing.
+# Idempotent host set-up for labctl on Debian 12 (root): apt packages, the .venv, the labgen
+# generator (scripts/build-labgen.sh, cached) and the virtlogd/libvirtd daemons (there is no
+# systemd here). A second run installs and builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,4 +42,5 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
+scripts/build-labgen.sh
 scripts/services.sh

@@ -1,0 +1,525 @@
+"""Driving labgen, labctl's paced DPDK generator and sink (``native/labgen``), over its telemetry commands.
+
+DPDK 22.11's testpmd cannot pace traffic on vhost/virtio ports (its per-queue rate limit is an ethdev
+op those PMDs do not have: ENOTSUP), so labctl carries its own generator. One labgen process serves
+many trials: it starts once, its ports connect once, and each trial is a ``/labgen/start`` followed
+by ``/labgen/stats`` until the trial is ``done``; a trial's counters are reset before its first frame
+and frozen after its drain, and frames of another trial (or of a warm-up) are tagged apart, so
+nothing leaks from one trial into the next.
+
+Topology, as testpmd's paired mode: port 0 sends to port 1 and port 1 to port 0, both at once (a
+single port is looped to itself); flow f of a port goes out on queue f % queues. Rates are per
+sending port, as MLRsearch's loads are.
+
+The protocol (every reply is one JSON object; a failed command replies ``{"error": "..."}``)::
+
+    /labgen/info                  {"state": "starting"|"ready", "ports", "queues", "workers", "hz", "trial", ...}
+    /labgen/ports                 {"0": {"name", "started", "link", "peer"}, ...}
+    /labgen/port_start,N          configure and start port N (labgen ran with --wait-ports)
+    /labgen/start,rate=R,duration=S|count=N,warmup=S,drain=S,size=B,burst=N,flows=N,tolerance=N,ports=MASK
+                                  {"trial", "state", "frames", "late_limit_ns"}
+    /labgen/stats                 {"state": idle|starting|warmup|running|draining|done, "trial", "rate", "frames",
+                                   "window_ns", "offered", "sent", "tx_dropped", "unsent", "received", "unique",
+                                   "lost", "reordered", "duplicate", "warmup_tx", "warmup_rx", "stray", "late",
+                                   "early", "achieved_rate", "stall_ns",
+                                   "port": {"0": {..., "q_tx": [...], "q_tx_dropped": [...], "q_rx": [...]}},
+                                   "latency_ns": {"count", "min", "mean", "p50", "p90", "p99", "p999", "max"},
+                                   "lateness_ns": {... the same, "limit", "end"}, "valid", "reason"}
+    /labgen/streams,PORT[,FIRST]  {"trial", "state", "port", "flows", "first", "sent": [...], "received": [...],
+                                   "lost": [...], "reordered": [...], "duplicate": [...]}: per flow of sending
+                                   port PORT, 128 flows from FIRST (one stream per flow and sending port)
+    /labgen/stop                  end the current trial's sending now
+    /labgen/quit                  exit (as SIGTERM does)
+
+Validity (native/labgen/src/worker.c ``lg_late_limit``): a paced trial is valid when every measured frame
+was handed to the driver and each port's last burst went out at most max(0.001% of the duration,
+``tolerance`` frame intervals) after its due time: siitperf's end-of-sending rule (defines.h TOLERANCE
+1.00001) with a floor for a polling sender on a shared vCPU. Stalls in the middle are reported
+(``lateness``, ``stall_us``), not counted as invalid; an invalid trial is never loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from labctl import signals
+from labctl.dpdk.telemetry import Telemetry, socket_path
+from labctl.dpdk.testpmd import EalOptions, mbuf_budget
+from labctl.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from labctl.dpdk.testpmd import Testpmd
+    from labctl.lab.ledger import LabState
+
+#: Overrides where the labgen binary is (its directory also holds ``labgen-selftest``).
+BINARY_ENV = "LABCTL_LABGEN"
+ROOT = Path(__file__).resolve().parents[2]
+#: scripts/build-labgen.sh builds native/labgen here.
+BUILD_DIR = ROOT / "build" / "labgen"
+
+#: Limits of native/labgen/src/labgen.h.
+MIN_FRAME, MAX_FRAME = 64, 1518
+MAX_BURST, MAX_FLOWS, MAX_QUEUES = 512, 1024, 16
+DEFAULT_TOLERANCE = 64
+POLL_S = 0.02
+
+
+def labgen_binary() -> Path:
+    """The labgen executable: ``$LABCTL_LABGEN``, else the repository's build/labgen/labgen."""
+    path = Path(os.environ[BINARY_ENV]) if os.environ.get(BINARY_ENV) else BUILD_DIR / "labgen"
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise WorkloadError(f"labgen is not built at {path}: run scripts/build-labgen.sh (or set {BINARY_ENV})")
+    return path
+
+
+def selftest_binary() -> Path:
+    """labgen-selftest, built next to labgen: labgen's counting code on known inputs."""
+    path = labgen_binary().parent / "labgen-selftest"
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise WorkloadError(f"labgen-selftest is not built at {path}: run scripts/build-labgen.sh")
+    return path
+
+
+@dataclass
+class LabgenOptions:
+    """The application half of a labgen command line (after ``--``)."""
+
+    queues: int = 1
+    rxd: int = 1024
+    txd: int = 1024
+    mbufs: int = 16384
+    wait_ports: bool = False  # configure ports only on /labgen/port_start (vhost client ports)
+
+    def argv(self) -> list[str]:
+        args = [f"--queues={self.queues}", f"--rxd={self.rxd}", f"--txd={self.txd}", f"--mbufs={self.mbufs}"]
+        return args + (["--wait-ports"] if self.wait_ports else [])
+
+
+def eal_argv(eal: EalOptions) -> list[str]:
+    """EalOptions' arguments, plus --no-shconf without hugepages: --no-huge runs DPDK 22.11 in legacy
+    memory mode, which refuses --in-memory ("Option --legacy-mem is not compatible with --in-memory"),
+    while --no-shconf keeps the config and fbarray files out of /var/run/dpdk/<prefix> (labgen removes
+    the then empty directory when it exits)."""
+    args = eal.argv()
+    return args + ["--no-shconf"] if eal.hugepages_dir is None else args
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.9f}".rstrip("0").rstrip(".") or "0"
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial: ``rate_pps`` frames per second per sending port (0: as fast as possible) for
+    ``duration_s`` (or ``count`` frames per port), after ``warmup_s`` on the same schedule."""
+
+    rate_pps: float
+    duration_s: float = 1.0
+    count: int | None = None
+    warmup_s: float = 0.0
+    drain_s: float = 0.1
+    frame_size: int = 64
+    burst: int = 32
+    flows: int = 1
+    tolerance_frames: int = DEFAULT_TOLERANCE
+    ports_mask: int | None = None  # None: every started port sends
+
+    def __post_init__(self) -> None:
+        checks = [(self.rate_pps >= 0, f"rate {self.rate_pps} is negative"),
+                  (MIN_FRAME <= self.frame_size <= MAX_FRAME, f"frame size {self.frame_size} is not in {MIN_FRAME}..{MAX_FRAME}"),
+                  (1 <= self.burst <= MAX_BURST, f"burst {self.burst} is not in 1..{MAX_BURST}"),
+                  (1 <= self.flows <= MAX_FLOWS, f"flows {self.flows} is not in 1..{MAX_FLOWS}"),
+                  (self.duration_s > 0 or bool(self.count), "a trial needs a duration or a count"),
+                  (min(self.warmup_s, self.drain_s) >= 0, "warm-up and drain cannot be negative")]
+        for ok, message in checks:
+            if not ok:
+                raise WorkloadError(f"labgen trial: {message}")
+
+    def params(self) -> str:
+        """The /labgen/start parameters."""
+        parts = {"rate": str(round(self.rate_pps)), "warmup": _seconds(self.warmup_s), "drain": _seconds(self.drain_s),
+                 "size": str(self.frame_size), "burst": str(self.burst), "flows": str(self.flows),
+                 "tolerance": str(self.tolerance_frames)}
+        if self.count:
+            parts["count"] = str(self.count)
+        else:
+            parts["duration"] = _seconds(self.duration_s)
+        if self.ports_mask is not None:
+            parts["ports"] = str(self.ports_mask)
+        return ",".join(f"{key}={value}" for key, value in parts.items())
+
+    def sending_s(self) -> float | None:
+        """How long sending should take, warm-up included (None: unpaced and counted, unknown)."""
+        if self.count:
+            return self.warmup_s + self.count / self.rate_pps if self.rate_pps else None
+        return self.warmup_s + self.duration_s
+
+    def expected_s(self) -> float:
+        """How long the trial should take (without the generator falling behind)."""
+        return (self.sending_s() or 0.0) + self.drain_s
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """A histogram summary in microseconds (labgen keeps 16 sub-buckets per power of two of ns: a
+    percentile is the middle of its bucket, within 6.25% of the true value)."""
+
+    count: int
+    min_us: float
+    mean_us: float
+    p50_us: float
+    p90_us: float
+    p99_us: float
+    p999_us: float
+    max_us: float
+
+    @classmethod
+    def from_ns(cls, d: dict[str, Any]) -> "Percentiles":
+        us = {key: int(d.get(key, 0)) / 1000.0 for key in ("min", "mean", "p50", "p90", "p99", "p999", "max")}
+        return cls(int(d.get("count", 0)), us["min"], us["mean"], us["p50"], us["p90"], us["p99"], us["p999"], us["max"])
+
+
+@dataclass(frozen=True)
+class PortCounts:
+    """One port's counts: what it sent (``lost``/``reordered``/``duplicate`` are of the frames it sent)
+    and what it received; per queue as lists."""
+
+    offered: int
+    sent: int
+    tx_dropped: int
+    unsent: int
+    rx: int
+    lost: int
+    reordered: int
+    duplicate: int
+    q_tx: list[int]
+    q_tx_dropped: list[int]
+    q_rx: list[int]
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    """One stream (a flow of a sending port), exact once the trial is done: ``sent`` counts the frames
+    the driver took, ``received`` the distinct ones that came back, ``lost = sent - received``."""
+
+    port: int
+    flow: int
+    sent: int
+    received: int
+    lost: int
+    reordered: int
+    duplicate: int
+
+
+@dataclass(frozen=True)
+class LabgenResult:
+    """One trial's result. Counts are over the measured phase, summed over sending ports.
+
+    ``offered`` frames were handed to the driver: ``sent`` it took, ``tx_dropped`` it refused (the
+    receiving ring was full: loss the device under test caused). ``lost`` frames were sent and never
+    received; ``loss_count = tx_dropped + lost``. Rates: ``intended_pps`` is what was asked (rate times
+    sending ports), ``achieved_pps`` what the generator handed to the driver per second of the measured
+    window, ``sent_pps`` and ``received_pps`` what the driver took and what came back."""
+
+    trial: int
+    rate_pps: int
+    sending_ports: int
+    frames_per_port: int
+    window_s: float
+    offered: int
+    sent: int
+    tx_dropped: int
+    unsent: int
+    received: int
+    lost: int
+    reordered: int
+    duplicate: int
+    stray: int
+    early: int  # measured bursts sent before their due time: labgen's self-check, always 0
+    valid: bool
+    reason: str
+    latency: Percentiles
+    lateness: Percentiles
+    late_end_us: float
+    late_limit_us: float
+    stall_us: float
+    ports: dict[int, PortCounts] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def intended_pps(self) -> float:
+        return float(self.rate_pps * self.sending_ports)
+
+    def _per_s(self, count: int) -> float:
+        return count / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def achieved_pps(self) -> float:
+        return self._per_s(self.offered)
+
+    @property
+    def achieved_rate_pps(self) -> float:
+        """achieved_pps per sending port, comparable with ``rate_pps``."""
+        return self.achieved_pps / self.sending_ports if self.sending_ports else 0.0
+
+    @property
+    def sent_pps(self) -> float:
+        return self._per_s(self.sent)
+
+    @property
+    def received_pps(self) -> float:
+        return self._per_s(self.received)
+
+    @property
+    def loss_count(self) -> int:
+        return self.tx_dropped + self.lost
+
+    @property
+    def loss_ratio(self) -> float | None:
+        return self.loss_count / self.offered if self.offered else None
+
+    @property
+    def pacing_error(self) -> float | None:
+        """achieved / intended - 1 (None for unpaced trials)."""
+        return self.achieved_rate_pps / self.rate_pps - 1 if self.rate_pps and self.sending_ports else None
+
+    @classmethod
+    def from_stats(cls, stats: dict[str, Any]) -> "LabgenResult":
+        ports = {}
+        for key, p in (stats.get("port") or {}).items():
+            if not p.get("active") and not p.get("rx"):
+                continue
+            ports[int(key)] = PortCounts(*(int(p.get(name, 0)) for name in (
+                "offered", "sent", "tx_dropped", "unsent", "rx", "lost", "reordered", "duplicate")),
+                q_tx=list(p.get("q_tx", [])), q_tx_dropped=list(p.get("q_tx_dropped", [])), q_rx=list(p.get("q_rx", [])))
+        lateness = stats.get("lateness_ns") or {}
+        count = {name: int(stats.get(name, 0)) for name in (
+            "trial", "rate", "sending_ports", "frames", "offered", "sent", "tx_dropped", "unsent", "unique", "lost",
+            "reordered", "duplicate", "stray", "early")}
+        return cls(trial=count["trial"], rate_pps=count["rate"], sending_ports=count["sending_ports"],
+                   frames_per_port=count["frames"], window_s=int(stats.get("window_ns", 0)) / 1e9,
+                   offered=count["offered"], sent=count["sent"], tx_dropped=count["tx_dropped"], unsent=count["unsent"],
+                   received=count["unique"], lost=count["lost"], reordered=count["reordered"],
+                   duplicate=count["duplicate"], stray=count["stray"], early=count["early"],
+                   valid=bool(stats.get("valid")),
+                   reason=str(stats.get("reason", "")), latency=Percentiles.from_ns(stats.get("latency_ns") or {}),
+                   lateness=Percentiles.from_ns(lateness), late_end_us=int(lateness.get("end", 0)) / 1000.0,
+                   late_limit_us=int(lateness.get("limit", 0)) / 1000.0,
+                   stall_us=int(stats.get("stall_ns", 0)) / 1000.0, ports=ports, raw=stats)
+
+
+@dataclass(eq=False)
+class Labgen:
+    """A labgen process (once started); its output goes to ``log_path``."""
+
+    role: str
+    eal: EalOptions
+    app: LabgenOptions
+    log_path: Path
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+    tel: Telemetry | None = field(default=None, repr=False)
+
+    @property
+    def argv(self) -> list[str]:
+        return [str(labgen_binary()), *eal_argv(self.eal), "--", *self.app.argv()]
+
+    def start(self) -> int:
+        argv = self.argv
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "w", encoding="utf-8") as log:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        return self.proc.pid
+
+    start_daemon = start  # labctl.lab.embedded.vswitch.start_recorded may ask for either
+
+    def start_recorded(self, state: "LabState") -> int:
+        """Record the DPDK runtime directory in ``state``, start, record the pid with its start time
+        (labctl.lab.embedded.vswitch.start_recorded: what the crash paths and ``labctl down`` remove)."""
+        from labctl.lab.embedded.vswitch import start_recorded
+
+        return start_recorded(state, self)  # type: ignore[arg-type]  # duck-typed: eal, role, start()
+
+    def _tail(self) -> str:
+        try:
+            lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return "no log"
+        return " / ".join(lines[-2:]) or "no output"
+
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise WorkloadError(f"{self.role} labgen exited with code {self.proc.returncode}: {self._tail()} "
+                                f"(log {self.log_path})")
+
+    def connect(self, timeout_s: float = 30.0) -> None:
+        """Wait until labgen answers on its telemetry socket and says it is ready."""
+        deadline = time.monotonic() + timeout_s
+        path = socket_path(self.eal.file_prefix)
+        while True:
+            self._check_alive()
+            try:
+                if self.tel is None:
+                    self.tel = Telemetry(path)
+                if (self.tel.command("/labgen/info") or {}).get("state") == "ready":
+                    return
+            except WorkloadError:
+                if self.tel is not None:
+                    self.tel.close()
+                    self.tel = None
+            if time.monotonic() > deadline:
+                raise WorkloadError(f"{self.role} labgen not ready within {timeout_s:.0f} s (log {self.log_path})")
+            signals.sleep(POLL_S)
+
+    def command(self, cmd: str) -> dict[str, Any]:
+        """One labgen telemetry command; its error reply becomes a WorkloadError."""
+        if self.tel is None:
+            self.connect()
+        assert self.tel is not None
+        try:
+            reply = self.tel.command(cmd)
+        except WorkloadError:
+            self._check_alive()
+            raise
+        if not isinstance(reply, dict):
+            raise WorkloadError(f"{self.role} labgen: {cmd.split(',')[0]} gave no reply (log {self.log_path})")
+        if "error" in reply:
+            raise WorkloadError(f"{self.role} labgen: {cmd.split(',')[0]}: {reply['error']}")
+        return reply
+
+    def ports(self) -> dict[int, dict[str, Any]]:
+        return {int(k): v for k, v in self.command("/labgen/ports").items()}
+
+    def port_start(self, port: int) -> None:
+        self.command(f"/labgen/port_start,{port}")
+
+    def wait_links(self, timeout_s: float = 30.0) -> None:
+        """Wait until every port is started and its link is up (a vhost port: the guest's queues are ready)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ports = self.ports()
+            if all(p.get("started") and p.get("link") for p in ports.values()):
+                return
+            if time.monotonic() > deadline:
+                down = [str(n) for n, p in ports.items() if not (p.get("started") and p.get("link"))]
+                raise WorkloadError(f"{self.role} labgen: links of ports {', '.join(down)} not up after "
+                                    f"{timeout_s:.0f} s (log {self.log_path})")
+            signals.sleep(POLL_S)
+
+    def streams(self, port: int) -> list[StreamCounts]:
+        """Every stream of sending port ``port`` in the current or last trial (paged, 128 flows a reply)."""
+        out: list[StreamCounts] = []
+        while True:
+            reply = self.command(f"/labgen/streams,{port},{len(out)}")
+            columns = [reply[name] for name in ("sent", "received", "lost", "reordered", "duplicate")]
+            out += [StreamCounts(port, len(out) + i, *row) for i, row in enumerate(zip(*columns))]
+            if len(out) >= int(reply["flows"]) or not columns[0]:
+                return out
+
+    def start_trial(self, spec: TrialSpec) -> dict[str, Any]:
+        return self.command(f"/labgen/start,{spec.params()}")
+
+    def stats(self) -> dict[str, Any]:
+        return self.command("/labgen/stats")
+
+    def stop_trial(self) -> None:
+        self.command("/labgen/stop")
+
+    def wait_done(self, timeout_s: float) -> dict[str, Any]:
+        """Poll /labgen/stats until the trial is done; stop it (and fail) when it overruns."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            stats = self.stats()
+            if stats.get("state") == "done":
+                return stats
+            if time.monotonic() > deadline:
+                self.stop_trial()
+                raise WorkloadError(f"{self.role} labgen: trial {stats.get('trial')} still {stats.get('state')} "
+                                    f"after {timeout_s:.0f} s (stopped)")
+            signals.sleep(POLL_S)
+
+    def run_trial(self, spec: TrialSpec, timeout_s: float | None = None) -> LabgenResult:
+        """Run one trial and return its result. A cancel or SIGTERM stops the trial's sending first."""
+        self.start_trial(spec)
+        try:
+            # the first poll comes after the sending, half-way through the drain: a telemetry command
+            # wakes a thread, which on this 2-vCPU host may briefly take the sending lcore's CPU
+            signals.sleep((spec.sending_s() or 0.0) + spec.drain_s / 2)
+            limit = timeout_s if timeout_s is not None else 2 * spec.expected_s() + 10.0
+            return LabgenResult.from_stats(self.wait_done(limit))
+        except BaseException:
+            if self.tel is not None and (self.proc is None or self.proc.poll() is None):
+                try:
+                    self.stop_trial()
+                except WorkloadError:
+                    pass
+            raise
+
+    def quit(self, timeout_s: float = 10.0, grace_s: float = 5.0) -> None:
+        """Ask labgen to exit (/labgen/quit); SIGTERM it after ``timeout_s``, SIGKILL after ``grace_s`` more."""
+        if self.tel is not None:
+            try:
+                if self.proc is None or self.proc.poll() is None:
+                    self.tel.command("/labgen/quit")
+            except WorkloadError:
+                pass
+            self.tel.close()
+            self.tel = None
+        if self.proc is None:
+            return
+        proc = self.proc
+        for escalate, wait_s in ((None, timeout_s), (proc.terminate, grace_s), (proc.kill, 5.0)):
+            if proc.poll() is not None:
+                return
+            if escalate is not None:
+                escalate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(wait_s)
+
+
+def connect_ports(gen: Labgen, listener: "Testpmd", sockets: list[Path], timeout_s: float = 60.0) -> None:
+    """Start port N of a --wait-ports labgen as soon as the listener listens on socket N (the embedded
+    guest creates socket N+1 only after socket N was connected)."""
+    from labctl.lab.embedded.vswitch import unix_listening
+
+    for index, sock in enumerate(sockets):
+        listener.wait_paths([sock], timeout_s, ready=unix_listening)
+        gen.port_start(index)
+
+
+def labgen_process(vdevs: list[str], queues: int, file_prefix: str, workers: list[frozenset[int] | None],
+                   hugepages_dir: Path | None, log_path: Path, role: str = "generator",
+                   wait_ports: bool = False) -> Labgen:
+    """A labgen with ports ``vdevs``. ``workers``: one CPU set per worker lcore (None: float on every
+    online CPU); with one, it sends and receives, with two the first sends and the second receives.
+    Memory is sized as the testpmds' (every ring full twice over)."""
+    from labctl.lab.embedded.vswitch import lcores_argument
+
+    mbufs, memory_mb = mbuf_budget(len(vdevs), queues, 1024, 1024, hugepages_dir is not None)
+    eal = EalOptions(file_prefix=file_prefix, lcores=lcores_argument(workers), vdevs=vdevs, memory_mb=memory_mb,
+                     hugepages_dir=hugepages_dir, log_levels=["lib.vhost.config:warning"])
+    return Labgen(role, eal, LabgenOptions(queues=queues, mbufs=mbufs, wait_ports=wait_ports), log_path)
+
+
+def vhost_client_labgen(sockets: list[Path], queues: int, file_prefix: str, workers: list[frozenset[int] | None],
+                        hugepages_dir: Path | None, log_path: Path, role: str = "generator") -> Labgen:
+    """A labgen whose ports are net_vhost clients of ``sockets`` (the embedded lab's guest listens), each
+    connecting only on /labgen/port_start (see ``connect_ports``)."""
+    from labctl.lab.embedded.vswitch import devarg_path
+
+    vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={queues},client=1" for i, sock in enumerate(sockets)]
+    return labgen_process(vdevs, queues, file_prefix, workers, hugepages_dir, log_path, role, wait_ports=True)
+
+
+def ring_labgen(ports: int, queues: int, file_prefix: str, workers: list[frozenset[int] | None], log_path: Path,
+                role: str = "generator") -> Labgen:
+    """A labgen on ``ports`` net_ring ports, each looped to itself (DPDK 22.11 drivers/net/ring: a
+    net_ringN vdev's tx queue q and rx queue q share one 1024-slot ring, up to 16 queues): no device
+    under test, for checking labgen itself."""
+    return labgen_process([f"net_ring{i}" for i in range(ports)], queues, file_prefix, workers, None, log_path, role)

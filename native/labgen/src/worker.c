@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: MIT
+ *
+ * The worker lcore(s): the trial state machine, the paced sender and the receiver.
+ *
+ * A trial: idle/done --/labgen/start--> starting (the receiver resets its counters and says so)
+ * --> warmup (frames tagged as warm-up, on the trial's schedule) --> running (measured frames)
+ * --> draining (nothing sent; receiving for drain_ns more) --> done (counters final). Only the
+ * sending lcore changes the state; the receiving lcore acknowledges the start and the end of
+ * the drain, so a trial's counters are reset before its first frame and frozen after its last.
+ */
+#include "labgen.h"
+
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+#include <rte_udp.h>
+
+#define ACQ(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define REL(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+
+const char *
+lg_state_name(uint32_t state)
+{
+	static const char *const names[] = {"idle", "starting", "warmup", "running", "draining", "done"};
+
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "unknown";
+}
+
+/* The validity rule. A paced trial is valid when every measured frame was handed to the driver
+ * and the last burst of every sending port went out no later than the limit after its due time;
+ * the limit is the larger of 0.001% of the scheduled duration and `tolerance` frame intervals
+ * (default 64).
+ *
+ * siitperf sends frame i when rdtsc() >= start + i*hz/rate and, after its sending loop, declares
+ * the test invalid when sending took longer than duration * 1.00001 (defines.h TOLERANCE,
+ * throughput.cc): a sender that cannot keep up falls further behind with every frame, so being
+ * late at the end is what "could not keep up" looks like, and 0.001% is the precision it
+ * demands of the achieved rate. labgen keeps that rule and adds a floor in frames because its
+ * sender is a polling loop on a shared vCPU: one pass of it (receiving up to 64 frames per
+ * queue, then sending) takes microseconds, so at high rates being a burst or two behind is the
+ * normal state of a sender that keeps up (64 frames = two default bursts; 6.4 us at 10 Mpps),
+ * while 0.001% of a 1 s trial would be 10 us. On this kind of host the vCPU also stops for
+ * milliseconds at a time (a bare rdtsc loop pinned to one CPU of these 2-vCPU VMs sees gaps of
+ * 1-40 ms about a hundred times a second), after which the sender catches up by sending its
+ * backlog back to back. Counting such a stall as "could not keep up" would make nearly every
+ * trial invalid, so a stall in the middle does not invalidate a trial; it is reported instead
+ * (lateness_ns: worst and percentiles per burst; stall_ns: the longest pause of the worker loop)
+ * for the caller to judge, since the catch-up burst and the receiver's pause can cause loss of
+ * their own. A stall that happens to cover the end does invalidate the trial (rare: the share
+ * of bursts later than the limit is well under 1% here). Unpaced trials (rate 0) have no
+ * schedule and are always valid. */
+uint64_t
+lg_late_limit(const struct lg_params *p, uint64_t hz, uint64_t frames)
+{
+	if (p->rate == 0)
+		return 0;
+	uint64_t siitperf = lg_due(frames, hz, p->rate) / 100000; /* 0.001% of the duration */
+	uint64_t floor = lg_due(p->tolerance, hz, p->rate);
+	return siitperf > floor ? siitperf : floor;
+}
+
+static inline uint64_t
+min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t
+cycles_to_ns(uint64_t cycles)
+{
+	return (uint64_t)((double)cycles * lg.ns_per_cycle);
+}
+
+/* ---- frames ---------------------------------------------------------------------------------- */
+
+/* RFC 2544 appendix C.2.2 and RFC 6890: 198.18.0.0/15 is for benchmarking. Even ports send from
+ * 198.18.x.y to 198.19.x.y, odd ports the other way; the flow number is in the source address
+ * and the UDP source port (1024 + flow), the destination port is 1024. */
+static void
+build_templates(struct lg_trial_tx *t)
+{
+	const struct lg_params *p = &t->p;
+	uint16_t ip_len = (uint16_t)(p->size - sizeof(struct rte_ether_hdr));
+
+	for (uint16_t port = 0; port < lg.nb_ports; port++) {
+		for (uint32_t f = 0; f < p->flows; f++) {
+			uint8_t *h = t->tmpl[port][f];
+			struct rte_ether_hdr *eth = (struct rte_ether_hdr *)h;
+			struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(h + sizeof(*eth));
+			struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(h + sizeof(*eth) + sizeof(*ip));
+			uint32_t a = RTE_IPV4(198, 18, 0, 0) | ((uint32_t)port << 10) | f;
+			uint32_t b = RTE_IPV4(198, 19, 0, 0) | ((uint32_t)port << 10) | f;
+
+			memset(h, 0, LG_HDR_LEN);
+			rte_ether_addr_copy(&lg.port[lg.port[port].peer].mac, &eth->dst_addr);
+			rte_ether_addr_copy(&lg.port[port].mac, &eth->src_addr);
+			eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+			ip->version_ihl = RTE_IPV4_VHL_DEF;
+			ip->total_length = rte_cpu_to_be_16(ip_len);
+			ip->time_to_live = 64;
+			ip->next_proto_id = IPPROTO_UDP;
+			ip->src_addr = rte_cpu_to_be_32(port % 2 ? b : a);
+			ip->dst_addr = rte_cpu_to_be_32(port % 2 ? a : b);
+			ip->hdr_checksum = rte_ipv4_cksum(ip);
+			udp->src_port = rte_cpu_to_be_16((uint16_t)(1024 + f));
+			udp->dst_port = rte_cpu_to_be_16(1024);
+			udp->dgram_len = rte_cpu_to_be_16((uint16_t)(ip_len - sizeof(*ip)));
+			udp->dgram_cksum = 0; /* optional over IPv4 (RFC 768) */
+		}
+	}
+}
+
+/* Send n frames of `port` starting with frame `idx`; returns how many frames were handed to the
+ * driver (taken or dropped), 0 when the mempool had no mbufs. */
+static uint32_t
+send_frames(struct lg_trial_tx *t, uint16_t port, uint64_t idx, uint32_t n, int measured)
+{
+	struct rte_mbuf *m[LG_MAX_BURST];
+	struct rte_mbuf *qm[LG_MAX_QUEUES][LG_MAX_BURST];
+	uint16_t qs[LG_MAX_QUEUES][LG_MAX_BURST]; /* stream of each frame, to undo unsent numbers */
+	uint64_t qfirst[LG_MAX_QUEUES];            /* index of each queue's first frame */
+	uint32_t qn[LG_MAX_QUEUES] = {0};
+	struct lg_port_tx *pt = &t->port[port];
+	const struct lg_params *p = &t->p;
+	uint16_t tag = (uint16_t)((t->gen << 1) | (measured ? 0 : 1));
+	uint16_t nq = lg.nb_queues;
+
+	if (rte_pktmbuf_alloc_bulk(lg.pool, m, n) != 0) {
+		LG_ADD(t->alloc_fail, 1);
+		return 0;
+	}
+	uint32_t flow = (uint32_t)(idx % p->flows); /* then counted on: no division per frame */
+	for (uint32_t k = 0; k < n; k++, flow = flow + 1 == p->flows ? 0 : flow + 1) {
+		uint64_t i = idx + k;
+		uint16_t q = t->flow_queue[flow];
+		uint16_t stream = (uint16_t)(port * p->flows + flow);
+		struct lg_payload pl = {.magic = LG_MAGIC, .tag = tag, .stream = stream, .seq = 0, .tsc = 0};
+		uint8_t *data = rte_pktmbuf_mtod(m[k], uint8_t *);
+
+		if (measured) {
+			pl.seq = t->tx_seq[stream];
+			LG_STORE(t->tx_seq[stream], pl.seq + 1);
+		}
+		memcpy(data, t->tmpl[port][flow], LG_HDR_LEN);
+		memcpy(data + LG_HDR_LEN, &pl, sizeof(pl));
+		m[k]->data_len = (uint16_t)p->size;
+		m[k]->pkt_len = p->size;
+		m[k]->l2_len = sizeof(struct rte_ether_hdr);
+		m[k]->l3_len = sizeof(struct rte_ipv4_hdr);
+		if (qn[q] == 0)
+			qfirst[q] = i;
+		qs[q][qn[q]] = stream;
+		qm[q][qn[q]++] = m[k];
+	}
+	for (uint16_t q = 0; q < nq; q++) {
+		uint32_t c = qn[q];
+		if (c == 0)
+			continue;
+		uint64_t tsc = rte_rdtsc();
+		for (uint32_t k = 0; k < c; k++)
+			memcpy(rte_pktmbuf_mtod_offset(qm[q][k], uint8_t *,
+						       LG_HDR_LEN + offsetof(struct lg_payload, tsc)),
+			       &tsc, sizeof(tsc));
+		if (measured && p->rate) {
+			uint64_t due = t->t0 + lg_due(qfirst[q], lg.hz, p->rate);
+			uint64_t late = tsc > due ? tsc - due : 0;
+			if (tsc < due)
+				LG_ADD(t->early, 1); /* a self-check: never happens */
+			lg_hist_add(&t->lateness, cycles_to_ns(late));
+			LG_STORE(pt->late_last, late);
+		}
+		uint16_t taken = rte_eth_tx_burst(port, q, qm[q], (uint16_t)c);
+		/* from here on the taken mbufs belong to the driver: never touched again */
+		if (taken < c) {
+			for (uint32_t k = taken; k < c; k++)
+				if (measured)
+					LG_STORE(t->tx_seq[qs[q][k]], t->tx_seq[qs[q][k]] - 1); /* never sent: reuse it */
+			rte_pktmbuf_free_bulk(&qm[q][taken], c - taken);
+		}
+		if (measured) {
+			LG_ADD(pt->offered, c);
+			LG_ADD(pt->sent, taken);
+			LG_ADD(pt->dropped, c - taken);
+			LG_ADD(pt->q_sent[q], taken);
+			LG_ADD(pt->q_dropped[q], c - taken);
+		} else {
+			LG_ADD(pt->warmup_sent, c);
+		}
+	}
+	return n;
+}
+
+/* ---- the sending lcore ----------------------------------------------------------------------- */
+
+static void
+begin_trial(struct lg_trial_tx *t, uint32_t gen)
+{
+	uint32_t flows;
+
+	t->gen = gen;
+	t->p = lg.req;
+	flows = t->p.flows;
+	for (uint16_t port = 0; port < lg.nb_ports; port++) {
+		memset(&t->port[port], 0, sizeof(t->port[port]));
+		memset(&t->tx_seq[port * flows], 0, flows * sizeof(t->tx_seq[0]));
+	}
+	LG_STORE(t->t0, 0);
+	LG_STORE(t->t_run, 0);
+	LG_STORE(t->t_sched_end, 0);
+	LG_STORE(t->t_last, 0);
+	LG_STORE(t->alloc_fail, 0);
+	LG_STORE(t->early, 0);
+	LG_STORE(t->stopped, 0);
+	t->late_limit = lg_late_limit(&t->p, lg.hz, lg_measured_frames(&t->p));
+	for (uint32_t f = 0; f < flows; f++)
+		t->flow_queue[f] = (uint16_t)(f % lg.nb_queues); /* flow f goes out on queue f % queues */
+	lg_hist_reset(&t->lateness);
+	build_templates(t);
+	REL(lg.state, LG_STARTING);
+	REL(lg.cur_gen, gen);
+}
+
+static uint64_t
+ns_to_frames(uint64_t ns, uint64_t rate)
+{
+	return (uint64_t)(((unsigned __int128)ns * rate + 500000000u) / 1000000000u);
+}
+
+uint64_t
+lg_measured_frames(const struct lg_params *p)
+{
+	if (p->count || p->rate == 0)
+		return p->count;
+	return ns_to_frames(p->duration_ns, p->rate);
+}
+
+/* The receiver reset its counters: fix t0 and each port's frame counts, start sending. */
+static void
+arm_trial(struct lg_trial_tx *t, uint64_t now)
+{
+	const struct lg_params *p = &t->p;
+	uint64_t n_warm = 0, n_meas = lg_measured_frames(p);
+
+	if (p->rate) {
+		n_warm = ns_to_frames(p->warmup_ns, p->rate);
+		LG_STORE(t->t_run, now + lg_due(n_warm, lg.hz, p->rate));
+		LG_STORE(t->t_sched_end, now + lg_due(n_warm + n_meas, lg.hz, p->rate));
+	}
+	for (uint16_t port = 0; port < lg.nb_ports; port++) {
+		struct lg_port_tx *pt = &t->port[port];
+		LG_STORE(pt->active, (p->port_mask >> port & 1) && ACQ(lg.port[port].started));
+		pt->n_warm = n_warm;
+		pt->n_total = (p->rate || p->count) ? n_warm + n_meas : UINT64_MAX;
+	}
+	LG_STORE(t->t0, now);
+	REL(lg.state, p->warmup_ns ? LG_WARMUP : LG_RUNNING);
+}
+
+static void
+end_sending(struct lg_trial_tx *t, uint64_t now)
+{
+	for (uint16_t port = 0; port < lg.nb_ports; port++) {
+		struct lg_port_tx *pt = &t->port[port];
+		if (pt->active && pt->n_total != UINT64_MAX && pt->idx < pt->n_total) {
+			uint64_t measured_left = pt->n_total - (pt->idx > pt->n_warm ? pt->idx : pt->n_warm);
+			LG_STORE(pt->unsent, measured_left);
+		}
+	}
+	LG_STORE(t->t_last, now);
+	LG_STORE(t->t_drain, now + (uint64_t)((double)t->p.drain_ns / lg.ns_per_cycle));
+	REL(lg.state, LG_DRAINING);
+}
+
+/* One pass of the sending lcore: take a new trial, move it along, send what is due. */
+static void
+tx_step(struct lg_trial_tx *t)
+{
+	uint32_t state = ACQ(lg.state);
+	uint64_t now = rte_rdtsc();
+
+	if (state == LG_IDLE || state == LG_DONE) {
+		uint32_t gen = ACQ(lg.req_gen);
+		if (gen != t->gen)
+			begin_trial(t, gen);
+		return;
+	}
+	if (state == LG_STARTING) {
+		if (ACQ(lg.rx_gen_ack) == t->gen)
+			arm_trial(t, now);
+		return;
+	}
+	if (state == LG_DRAINING) {
+		if (ACQ(lg.rx_final_gen) == t->gen)
+			REL(lg.state, LG_DONE);
+		return;
+	}
+
+	const struct lg_params *p = &t->p;
+	if (ACQ(lg.stop_gen) == t->gen) {
+		LG_STORE(t->stopped, 1);
+		end_sending(t, now);
+		return;
+	}
+	int sending = 0, warming = 0;
+	uint64_t elapsed = now - t->t0;
+	for (uint16_t port = 0; port < lg.nb_ports; port++) {
+		struct lg_port_tx *pt = &t->port[port];
+		uint32_t n;
+		int measured;
+
+		if (!pt->active || pt->idx >= pt->n_total)
+			continue;
+		if (p->rate) {
+			sending = 1;
+			if (elapsed < pt->next_due) {
+				warming |= pt->idx < pt->n_warm;
+				continue;
+			}
+			uint64_t due = lg_due_count(elapsed, lg.hz, p->rate) - pt->idx;
+			uint64_t limit = pt->idx < pt->n_warm ? pt->n_warm : pt->n_total;
+			n = (uint32_t)min_u64(min_u64(due, p->burst), limit - pt->idx);
+			measured = pt->idx >= pt->n_warm;
+		} else {
+			measured = now >= t->t0 + (uint64_t)((double)p->warmup_ns / lg.ns_per_cycle);
+			if (measured && t->t_run == 0)
+				LG_STORE(t->t_run, now);
+			if (measured && !p->count &&
+			    now >= t->t_run + (uint64_t)((double)p->duration_ns / lg.ns_per_cycle))
+				continue;
+			sending = 1;
+			n = (uint32_t)min_u64(p->burst, pt->n_total - pt->idx);
+			if (!measured) {
+				send_frames(t, port, 0, n, 0); /* warm-up frames do not advance the count */
+				warming = 1;
+				continue;
+			}
+		}
+		n = send_frames(t, port, pt->idx, n, measured);
+		pt->idx += n;
+		warming |= pt->idx < pt->n_warm;
+		if (p->rate)
+			pt->next_due = lg_due(pt->idx, lg.hz, p->rate);
+		if (measured)
+			LG_STORE(t->t_last, rte_rdtsc());
+	}
+	if (state == LG_WARMUP && !warming)
+		REL(lg.state, LG_RUNNING);
+	if (!sending) {
+		end_sending(t, t->t_last ? t->t_last : now);
+		return;
+	}
+	/* cannot keep up: once the last frame is later than the limit the trial is invalid anyway */
+	if (p->rate && now > t->t_sched_end + t->late_limit)
+		end_sending(t, now);
+}
+
+/* ---- the receiving lcore --------------------------------------------------------------------- */
+
+static void
+rx_reset(struct lg_trial_rx *r, const struct lg_trial_tx *t, uint32_t gen)
+{
+	uint32_t streams = lg.nb_ports * t->p.flows; /* t->p was written before cur_gen (release) */
+
+	r->gen = gen;
+	r->streams = streams;
+	r->tag = (uint16_t)(gen << 1);
+	r->frozen = 0;
+	r->last_pass = 0;
+	LG_STORE(r->stall_max, 0);
+	lg_hist_reset(&r->latency);
+	memset(r->port, 0, sizeof(r->port));
+	for (uint32_t s = 0; s < streams; s++)
+		lg_stream_reset(&r->stream[s]);
+	REL(lg.rx_gen_ack, gen);
+}
+
+static inline void
+rx_frame(struct lg_trial_rx *r, struct lg_port_rx *pr, uint16_t q, const struct rte_mbuf *m,
+	 uint64_t now)
+{
+	struct lg_payload pl;
+
+	if (m->data_len < LG_HDR_LEN + sizeof(pl)) {
+		LG_ADD(pr->stray, 1);
+		return;
+	}
+	memcpy(&pl, rte_pktmbuf_mtod_offset(m, const uint8_t *, LG_HDR_LEN), sizeof(pl));
+	if (pl.magic != LG_MAGIC || r->gen == 0 || (pl.tag >> 1) != (r->tag >> 1) || pl.stream >= r->streams) {
+		LG_ADD(pr->stray, 1);
+		return;
+	}
+	if (pl.tag & 1) {
+		LG_ADD(pr->warmup, 1);
+		return;
+	}
+	if (r->frozen) {
+		LG_ADD(pr->late, 1);
+		return;
+	}
+	LG_ADD(pr->q_rx[q], 1);
+	lg_stream_rx(&r->stream[pl.stream], pl.seq);
+	lg_hist_add(&r->latency, now > pl.tsc ? cycles_to_ns(now - pl.tsc) : 0);
+}
+
+static void
+rx_step(struct lg_trial_rx *r, const struct lg_trial_tx *t)
+{
+	struct rte_mbuf *m[LG_RX_BURST];
+	uint32_t gen = ACQ(lg.cur_gen);
+
+	if (gen != r->gen)
+		rx_reset(r, t, gen);
+	uint32_t state = ACQ(lg.state);
+	uint64_t pass = rte_rdtsc();
+	if (state >= LG_WARMUP && state <= LG_DRAINING && !r->frozen) {
+		if (r->last_pass && pass - r->last_pass > r->stall_max)
+			LG_STORE(r->stall_max, pass - r->last_pass);
+		r->last_pass = pass;
+	}
+	if (!r->frozen && state == LG_DRAINING && pass >= LG_LOAD(t->t_drain)) {
+		r->frozen = 1;
+		REL(lg.rx_final_gen, r->gen);
+	}
+	int in_trial = r->gen != 0 && ACQ(lg.rx_gen_ack) == r->gen;
+	for (uint16_t port = 0; port < lg.nb_ports; port++) {
+		if (!ACQ(lg.port[port].started))
+			continue;
+		for (uint16_t q = 0; q < lg.nb_queues; q++) {
+			uint16_t n = rte_eth_rx_burst(port, q, m, LG_RX_BURST);
+			if (n == 0)
+				continue;
+			uint64_t now = rte_rdtsc();
+			if (in_trial) {
+				for (uint16_t k = 0; k < n; k++) {
+					if (k + 1 < n)
+						rte_prefetch0(rte_pktmbuf_mtod(m[k + 1], void *));
+					rx_frame(r, &r->port[port], q, m[k], now);
+				}
+			} else {
+				LG_ADD(lg.rx_idle, n);
+			}
+			rte_pktmbuf_free_bulk(m, n);
+		}
+	}
+}
+
+int
+lg_worker(void *arg)
+{
+	(void)arg;
+	unsigned int self = rte_lcore_id();
+	int do_tx = self == lg.tx_lcore, do_rx = self == lg.rx_lcore;
+
+	while (!ACQ(lg.quit)) {
+		if (do_tx)
+			tx_step(lg.tx);
+		if (do_rx)
+			rx_step(lg.rx, lg.tx);
+	}
+	return 0;
+}

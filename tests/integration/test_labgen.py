@@ -1,0 +1,246 @@
+"""labgen against real DPDK ports: net_ring loopback ports inside labgen, and the embedded lab's guest
+forwarder (testpmd, net_virtio_user server ports, io mode) through net_vhost client ports.
+
+Never a throughput: only counts that must add up, and ratios at low rates (20-100 kpps, far below
+what one core of this 2-vCPU host sends). Pacing is checked on valid trials: achieved/offered within
+1% (a valid trial's last burst left at most 64 frame intervals late, 0.8% of a 0.4 s trial at 20 kpps)
+and the median burst on time. The host stops a vCPU for milliseconds now and then, which can make a
+trial invalid (its end fell into a stall): such a trial is repeated, up to ATTEMPTS times.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, connect_ports, ring_labgen, vhost_client_labgen
+from labctl.dpdk.telemetry import RUNTIME_ROOT
+from labctl.errors import WorkloadError
+from labctl.host.paths import log_dir, run_dir, state_dir
+from labctl.lab.embedded.forwarder import embedded_forwarder
+from labctl.lab.embedded.vswitch import start_recorded
+from labctl.lab.hugepages import reserve
+from labctl.lab.ledger import LabState, teardown
+from labctl.profile.load import load_profile
+from tests.conftest import DOMAINS
+from tests.integration.conftest import needs_dpdk
+from tests.labgen_support import ensure_labgen
+
+pytestmark = needs_dpdk
+ATTEMPTS = 6
+PACING_TOLERANCE = 0.01
+
+
+PREFIX = "labctl-lgt-"  # every DPDK file prefix these tests use
+
+
+def our_processes() -> list[psutil.Process]:
+    """labgen and testpmd processes of these tests (by their file prefix)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(part.startswith(PREFIX) for part in cmdline):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def clean(tmp_path):
+    """Build labgen; afterwards nothing of the test may be left: no process, runtime dir, socket or
+    mount. The checks of tests/integration/conftest.py no_leftovers, narrowed to this test's own
+    resources: the host is shared, and another lab's testpmd running (or hugepages it reserves)
+    meanwhile is not a leftover. Pages this test reserves are checked through its ledger."""
+    ensure_labgen()
+    yield
+    assert our_processes() == []
+    assert list(RUNTIME_ROOT.glob(PREFIX + "*")) == [] if RUNTIME_ROOT.exists() else True
+    run = tmp_path / "run"
+    assert not run.exists() or not any(run.rglob("*")), list(run.rglob("*"))
+    assert str(tmp_path) not in Path("/proc/mounts").read_text()
+
+
+@pytest.fixture
+def ring(clean, tmp_path):
+    """One labgen on one net_ring port with 2 queues, its worker floating on both CPUs."""
+    gen = ring_labgen(1, 2, "labctl-lgt-ring", [None], tmp_path / "ring.log")
+    gen.start()
+    try:
+        gen.connect()
+        yield gen
+    finally:
+        gen.quit()
+    assert gen.proc.returncode == 0
+    assert not (RUNTIME_ROOT / "labctl-lgt-ring").exists()  # labgen removes its runtime dir
+
+
+def paced(gen: Labgen, spec: TrialSpec) -> LabgenResult:
+    """The first valid of up to ATTEMPTS trials (each is checked for what must hold anyway)."""
+    for _ in range(ATTEMPTS):
+        result = gen.run_trial(spec)
+        consistent(result)
+        if result.valid:
+            return result
+    pytest.fail(f"no valid trial in {ATTEMPTS} at {spec.rate_pps} pps: {result.reason}")
+
+
+def consistent(r: LabgenResult) -> None:
+    """What every finished trial satisfies, whatever the host did."""
+    assert r.early == 0  # no burst ever left before its due time
+    assert r.offered == r.sent + r.tx_dropped
+    assert r.received + r.lost == r.sent and r.duplicate == 0
+    for port in r.ports.values():
+        assert sum(port.q_tx) == port.sent and sum(port.q_tx_dropped) == port.tx_dropped and sum(port.q_rx) == port.rx
+    assert sum(p.rx for p in r.ports.values()) == r.received
+    if r.received:
+        lat = r.latency
+        assert 0 < lat.min_us <= lat.p50_us <= lat.p90_us <= lat.p99_us <= lat.p999_us <= lat.max_us
+
+
+def on_schedule(r: LabgenResult, spec: TrialSpec) -> None:
+    frames = round(spec.rate_pps * spec.duration_s)
+    assert r.frames_per_port == frames and r.offered == frames * r.sending_ports and r.unsent == 0
+    assert abs(r.pacing_error) <= PACING_TOLERANCE, r
+    assert r.window_s >= spec.duration_s * (1 - 1 / frames)  # never faster than the schedule
+    assert r.lateness.p50_us < 100  # the median burst left on time, stalls or not
+    assert r.late_end_us <= r.late_limit_us
+
+
+def test_ring_many_trials_in_one_process(ring):
+    # paced, with warm-up and 4 flows over the 2 queues: exact counts, nothing of the warm-up counted
+    spec = TrialSpec(rate_pps=20_000, duration_s=0.4, warmup_s=0.1, flows=4)
+    a = paced(ring, spec)
+    on_schedule(a, spec)
+    assert a.received == a.sent == 8000 and a.lost == a.reordered == a.tx_dropped == a.stray == 0
+    assert a.raw["warmup_tx"] == a.raw["warmup_rx"] == 2000
+    assert a.ports[0].q_tx == [4000, 4000] and a.ports[0].q_rx == [4000, 4000]  # flow f on queue f % 2
+    assert [(s.flow, s.sent, s.received, s.lost) for s in ring.streams(0)] == [(f, 2000, 2000, 0) for f in range(4)]
+    assert a.late_limit_us == pytest.approx(64 / 20_000 * 1e6, rel=1e-3)  # 64 frame intervals > 0.001% of 0.4 s
+
+    # the next trial counts only its own frames (a different rate, size, flows, no warm-up)
+    spec = TrialSpec(rate_pps=100_000, duration_s=0.4, frame_size=1518, flows=1, drain_s=0.05)
+    b = paced(ring, spec)
+    on_schedule(b, spec)
+    with pytest.raises(WorkloadError, match="flow 1: trial .* has 1 flows"):
+        ring.command("/labgen/streams,0,1")
+    assert b.trial > a.trial and b.received == b.sent == 40_000 and b.raw["warmup_rx"] == 0 and b.stray == 0
+    assert b.ports[0].q_tx == [40_000, 0]
+
+    # unpaced, counted: exactly that many frames, valid by definition; bursts of 64 can outrun the
+    # receiver (32 per poll), and what the full ring refused is tx_dropped, not lost
+    c = ring.run_trial(TrialSpec(rate_pps=0, count=100_000, burst=64))
+    consistent(c)
+    assert c.valid and c.offered == 100_000 and c.reason.startswith("unpaced")
+    assert c.received == c.sent == c.offered - c.tx_dropped and c.lost == 0
+
+
+def test_ring_more_than_it_can_send_is_invalid_not_loss(ring):
+    spec = TrialSpec(rate_pps=200_000_000, duration_s=0.3)
+    started = time.monotonic()
+    r = ring.run_trial(spec)
+    consistent(r)
+    assert time.monotonic() - started < 3  # it gave up at the end of the schedule (+ its limit)
+    assert not r.valid and r.reason.startswith("generator fell behind") and r.unsent > 0
+    assert r.lost == 0 and r.received == r.sent  # what it could not send is not loss
+    assert r.pacing_error < -0.5
+
+
+def test_ring_stop_and_busy(ring):
+    ring.start_trial(TrialSpec(rate_pps=10_000, duration_s=30))
+    with pytest.raises(WorkloadError, match=r"/labgen/start: trial \d+ is (starting|warmup|running)"):
+        ring.start_trial(TrialSpec(rate_pps=10_000))
+    time.sleep(0.2)
+    ring.stop_trial()
+    r = LabgenResult.from_stats(ring.wait_done(5))
+    consistent(r)
+    assert not r.valid and r.reason == "stopped before the end of its schedule"
+    assert 0 < r.offered < 300_000 and r.received == r.sent
+    with pytest.raises(WorkloadError, match="unknown key bogus"):
+        ring.command("/labgen/start,rate=1,bogus=2")
+
+
+def test_ring_two_workers(clean, tmp_path):
+    """Sending on one worker lcore and receiving on another."""
+    gen = ring_labgen(1, 1, "labctl-lgt-two", [None, None], tmp_path / "two.log")
+    gen.start()
+    try:
+        gen.connect()
+        assert gen.command("/labgen/info")["workers"] == 2
+        spec = TrialSpec(rate_pps=20_000, duration_s=0.4, flows=2)
+        r = paced(gen, spec)
+        on_schedule(r, spec)
+        assert r.lost == 0  # a ring loses nothing it took (tx_dropped if the receiver stalled)
+    finally:
+        gen.quit()
+    assert gen.proc.returncode == 0
+
+
+def test_sigterm_mid_trial_exits_cleanly(clean, tmp_path):
+    gen = ring_labgen(1, 1, "labctl-lgt-term", [None], tmp_path / "term.log")
+    gen.start()
+    gen.connect()
+    gen.start_trial(TrialSpec(rate_pps=50_000, duration_s=30))
+    time.sleep(0.2)
+    gen.proc.send_signal(signal.SIGTERM)
+    assert gen.proc.wait(10) == 0
+    gen.quit()
+    assert not (RUNTIME_ROOT / "labctl-lgt-term").exists()
+    assert "labgen: stopping" in gen.log_path.read_text()
+
+
+@pytest.mark.parametrize("hugepages", [False, True], ids=["no-huge", "hugepages"])
+def test_embedded_guest_forwarder(clean, hugepages):
+    """labgen's ports connect to the guest's listening virtio_user sockets one by one; the guest (testpmd
+    io mode, 2 queues per port, on CPU 1) forwards port 0 <-> port 1; labgen sends on CPU 0."""
+    profile = load_profile(DOMAINS / "quick.yaml", {"guest.nics.*.queues": 2}, cpus=None).profile
+    state = LabState("lgt-embedded", state_dir() / "lgt-embedded.json")
+    lab = run_dir() / "lgt-embedded"
+    sockets = [lab / f"vhost-{i}.sock" for i in range(2)]
+    gen = guest = None
+    try:
+        state.record("dir", str(lab))
+        lab.mkdir(parents=True)
+        for sock in sockets:
+            state.record("path", str(sock))
+        def build(hugedir):
+            return (embedded_forwarder(profile, sockets, "labctl-lgt-guest", hugedir, log_dir() / "guest.log", server=True),
+                    vhost_client_labgen(sockets, 2, "labctl-lgt-gen", [frozenset({0})], hugedir, log_dir() / "gen.log"))
+
+        hugedir = None
+        if hugepages:
+            mount = lab / "hugetlbfs"
+            grant = reserve(state, mount, sum(proc.eal.memory_mb for proc in build(mount)))
+            if grant is None:
+                pytest.skip("hugepages could not be reserved")
+            hugedir = grant.mount
+        guest, gen = build(hugedir)
+        start_recorded(state, guest)
+        gen.start_recorded(state)
+        gen.connect()
+        connect_ports(gen, guest, sockets)
+        guest.wait_ready()
+        gen.wait_links()
+        guest.command("start")
+        last = 0
+        for spec in (TrialSpec(rate_pps=20_000, duration_s=0.4, flows=4, warmup_s=0.1),
+                     TrialSpec(rate_pps=100_000, duration_s=0.4, flows=4, frame_size=512)):
+            r = paced(gen, spec)
+            on_schedule(r, spec)
+            assert r.trial > last and r.sending_ports == 2 and set(r.ports) == {0, 1}
+            last = r.trial
+            for port in r.ports.values():  # flows 0, 2 on queue 0 and 1, 3 on queue 1 of each port
+                assert port.offered == spec.rate_pps * spec.duration_s and min(port.q_rx) > 0
+                assert all(abs(q - port.offered / 2) <= 1 for q in (a + b for a, b in zip(port.q_tx, port.q_tx_dropped)))
+            assert r.latency.p50_us > 0  # (stray: frames of an earlier attempt the guest still held)
+            streams = gen.streams(0) + gen.streams(1)
+            assert len(streams) == 8 and sum(s.lost for s in streams) == r.lost
+            assert sum(s.sent for s in streams) == r.sent and sum(s.received for s in streams) == r.received
+        guest.command("stop")
+    finally:
+        for proc in (gen, guest):
+            if proc is not None:
+                proc.quit()
+        assert teardown(state) == [] and state.resources == []  # pages given back, hugetlbfs unmounted
