@@ -42,7 +42,8 @@ from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, connect_ports, v
 from labctl.dpdk.testpmd import Testpmd  # noqa: E402
 from labctl.errors import LabError  # noqa: E402
 from labctl.host.steadiness import probe  # noqa: E402
-from labctl.lab.embedded.forwarder import embedded_forwarder  # noqa: E402
+from labctl.lab.embedded.forwarder import guest_forwarder  # noqa: E402
+from labctl.lab.plan import LabDirs, derive  # noqa: E402
 from labctl.lab.embedded import vswitch as vs  # noqa: E402
 from labctl.lab.ledger import LabState, teardown  # noqa: E402
 from labctl.profile.load import load_profile  # noqa: E402
@@ -86,13 +87,13 @@ class Bench:
             for sock in self.sockets:
                 self.state.record("path", str(sock))
                 sock.unlink(missing_ok=True)
-            guest = embedded_forwarder(self.profile, self.sockets, f"{tag}-guest", None, self.logs / f"{tag}-guest.log",
-                                       server=True)
+            plan = derive(self.profile.model_copy(update={"name": tag.removeprefix("labctl-")}),
+                          LabDirs(self.run, self.logs))
+            guest = guest_forwarder(plan, None, server=True)
             if kind == "labgen":
                 gen = vhost_client_labgen(self.sockets, 1, f"{tag}-gen", [GEN_CPU], None, self.logs / f"{tag}-gen.log")
             else:
-                config = vs.vswitch_config(self.profile, self.sockets, f"{tag}-gen", None, client=True)
-                gen = vs.vswitch_testpmd(config, self.logs / f"{tag}-gen.log")
+                gen = vs.vswitch_testpmd(plan, None, client=True)  # flowgen, prefix {tag}-vs
             procs += [gen, guest]  # the guest quits first (its close talks to the generator)
             vs.start_recorded(self.state, guest)
             if kind == "labgen":

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from labctl import signals
 from labctl.dpdk.telemetry import Telemetry, socket_path
-from labctl.dpdk.testpmd import EalOptions, mbuf_budget
+from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument, mbuf_budget
 from labctl.errors import WorkloadError
 
 if TYPE_CHECKING:
@@ -486,7 +486,7 @@ class Labgen:
 def connect_ports(gen: Labgen, listener: "Testpmd", sockets: list[Path], timeout_s: float = 60.0) -> None:
     """Start port N of a --wait-ports labgen as soon as the listener listens on socket N (the embedded
     guest creates socket N+1 only after socket N was connected)."""
-    from labctl.lab.embedded.vswitch import unix_listening
+    from labctl.host.sockets import unix_listening
 
     for index, sock in enumerate(sockets):
         listener.wait_paths([sock], timeout_s, ready=unix_listening)
@@ -499,8 +499,6 @@ def labgen_process(vdevs: list[str], queues: int, file_prefix: str, workers: lis
     """A labgen with ports ``vdevs``. ``workers``: one CPU set per worker lcore (None: float on every
     online CPU); with one, it sends and receives, with two the first sends and the second receives.
     Memory is sized as the testpmds' (every ring full twice over)."""
-    from labctl.lab.embedded.vswitch import lcores_argument
-
     mbufs, memory_mb = mbuf_budget(len(vdevs), queues, 1024, 1024, hugepages_dir is not None)
     eal = EalOptions(file_prefix=file_prefix, lcores=lcores_argument(workers), vdevs=vdevs, memory_mb=memory_mb,
                      hugepages_dir=hugepages_dir, log_levels=["lib.vhost.config:warning"])
@@ -511,8 +509,6 @@ def vhost_client_labgen(sockets: list[Path], queues: int, file_prefix: str, work
                         hugepages_dir: Path | None, log_path: Path, role: str = "generator") -> Labgen:
     """A labgen whose ports are net_vhost clients of ``sockets`` (the embedded lab's guest listens), each
     connecting only on /labgen/port_start (see ``connect_ports``)."""
-    from labctl.lab.embedded.vswitch import devarg_path
-
     vdevs = [f"net_vhost{i},iface={devarg_path(sock)},queues={queues},client=1" for i, sock in enumerate(sockets)]
     return labgen_process(vdevs, queues, file_prefix, workers, hugepages_dir, log_path, role, wait_ports=True)
 

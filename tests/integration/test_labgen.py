@@ -20,8 +20,9 @@ import pytest
 from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, connect_ports, ring_labgen, vhost_client_labgen
 from labctl.dpdk.telemetry import RUNTIME_ROOT
 from labctl.errors import WorkloadError
-from labctl.host.paths import log_dir, run_dir, state_dir
-from labctl.lab.embedded.forwarder import embedded_forwarder
+from labctl.paths import log_dir, run_dir, state_dir
+from labctl.lab.embedded.forwarder import guest_forwarder
+from labctl.lab.plan import LabDirs, derive
 from labctl.lab.embedded.vswitch import start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState, teardown
@@ -205,8 +206,10 @@ def test_embedded_guest_forwarder(clean, hugepages):
         lab.mkdir(parents=True)
         for sock in sockets:
             state.record("path", str(sock))
+        plan = derive(profile.model_copy(update={"name": "lgt"}), LabDirs(lab, log_dir()))
+
         def build(hugedir):
-            return (embedded_forwarder(profile, sockets, "labctl-lgt-guest", hugedir, log_dir() / "guest.log", server=True),
+            return (guest_forwarder(plan, hugedir, server=True),
                     vhost_client_labgen(sockets, 2, "labctl-lgt-gen", [frozenset({0})], hugedir, log_dir() / "gen.log"))
 
         hugedir = None

@@ -18,10 +18,12 @@ import psutil
 import pytest
 
 from labctl import signals
+from labctl.dpdk import eal as eal_mod
 from labctl.dpdk import testpmd as tpmd
 from labctl.errors import Terminated
 from labctl.paths import log_dir, run_dir
-from labctl.lab.embedded.vswitch import lcores_argument, start_recorded
+from labctl.dpdk.eal import lcores_argument
+from labctl.lab.embedded.vswitch import start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import load_state, state_path, teardown
 from labctl.lab.ovs import OvsSwitch
@@ -52,9 +54,9 @@ def ovs_trial(duration_s: float, announce: bool = False) -> dict[str, Any]:
             for index, sock in enumerate(sockets):
                 switch.add_vhostuser_client(f"vm{index}", sock, n_rxq=1)
             switch.connect("vm0", "vm1")  # before traffic: a burst that meets no flow is lost for good
-            mbufs, memory_mb = tpmd.mbuf_budget(2, 1, 1024, 1024, hugepages=True)
+            mbufs, memory_mb = eal_mod.mbuf_budget(2, 1, 1024, 1024, hugepages=True)
             vdevs = [f"net_virtio_user{i},path={s},queues=1,queue_size=1024,server=1" for i, s in enumerate(sockets)]
-            eal = tpmd.EalOptions(file_prefix=f"labctl-{LAB}-guest", lcores=lcores_argument([frozenset({1})]),
+            eal = eal_mod.EalOptions(file_prefix=f"labctl-{LAB}-guest", lcores=lcores_argument([frozenset({1})]),
                                   vdevs=vdevs, memory_mb=memory_mb, hugepages_dir=mount)
             app = tpmd.TestpmdOptions(forward_mode="io", nb_cores=1, total_mbufs=mbufs)
             guest = tpmd.Testpmd("guest", eal, app, logs / "guest.log")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
+from labctl.host.sockets import unix_listening
 from labctl.lab.plan import LabPlan, NicPlan
 
 #: A network device name as the kernel allows it (IFNAMSIZ 16: up to 15 characters, no '/' or spaces).
@@ -68,24 +69,6 @@ def vswitch_testpmd(plan: LabPlan, hugepages_dir: Path | None, client: bool = Fa
     app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(vs.pmds), rxq=vs.queues, txq=vs.queues,
                          burst=vs.burst, total_mbufs=vs.mbufs, extra=extra, stats_period_s=stats_period_s)
     return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log")
-
-
-UNIX_LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags column
-
-
-def unix_listening(path: Path) -> bool:
-    """Whether some process listens on the unix socket ``path`` (its file appears at bind(), before
-    listen(): a connect in between is refused)."""
-    text = str(path)
-    try:
-        lines = Path("/proc/net/unix").read_text(encoding="utf-8", errors="replace").splitlines()[1:]
-    except OSError:
-        return path.exists()
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) == 8 and fields[7] == text and int(fields[3], 16) & UNIX_LISTENING:
-            return True
-    return False
 
 
 def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], timeout_s: float = 60.0) -> None:

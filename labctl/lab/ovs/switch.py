@@ -27,7 +27,7 @@ from labctl.dpdk.telemetry import RUNTIME_ROOT
 from labctl.errors import KnobError, PlanError, WorkloadError
 from labctl.host.cpuset import online_cpus, parse_cpuset
 from labctl.host.monitor import process_started
-from labctl.lab.embedded.vswitch import unix_listening
+from labctl.host.sockets import unix_listening
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.ovs import commands as cmd

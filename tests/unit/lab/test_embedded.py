@@ -9,7 +9,8 @@ import pytest
 
 from labctl.errors import WorkloadError
 from labctl.lab.embedded.forwarder import guest_forwarder
-from labctl.lab.embedded.vswitch import connect_ports, unix_listening, vswitch_testpmd
+from labctl.host.sockets import unix_listening
+from labctl.lab.embedded.vswitch import connect_ports, vswitch_testpmd
 from labctl.lab.plan import LabDirs, derive, noisy_memory_mb
 from labctl.profile.load import load_profile
 from tests.conftest import DOMAINS
