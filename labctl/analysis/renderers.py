@@ -104,13 +104,23 @@ def trial_summary(record: TrialRecord) -> str:
     if record.status != "ok":
         lines.append(f"trial {record.status}: {record.error}")
     if m.mpps is not None:
-        lines.append(f"rate:      {m.mpps:.3f} Mpps, {m.gbps:.3f} Gbit/s (offered {m.offered_mpps:.3f} Mpps, "
+        achieved = f", achieved {m.achieved_mpps:.3f}" if m.achieved_mpps is not None else ""
+        lines.append(f"rate:      {m.mpps:.3f} Mpps, {m.gbps:.3f} Gbit/s (offered {m.offered_mpps:.3f}{achieved} Mpps, "
                      f"window {m.window_s:.1f} s)")
+        if m.valid is not None:
+            labgen = record.details.get("labgen", {})
+            lines.append("paced:     " + ("valid: the generator kept its schedule" if m.valid else
+                                          f"INVALID: {labgen.get('reason', 'the generator fell behind')}"))
         if m.mpps_0to1 is not None:
             lines.append(f"per dir:   0->1 {m.mpps_0to1:.3f} Mpps, 1->0 {m.mpps_1to0:.3f} Mpps")
         if m.loss_ratio is not None:
             lines.append(f"loss:      {m.loss_ratio:.4%} (drops: " +
                          ", ".join(f"{k} {v}" for k, v in m.drops.items() if v) + ")")
+        if m.lost is not None:
+            lines.append(f"sequence:  {m.lost} lost, {m.reordered} reordered, {m.duplicate} duplicate")
+        if m.latency_p50_us is not None:
+            lines.append(f"latency:   p50 {m.latency_p50_us:.1f} us, p90 {m.latency_p90_us:.1f}, p99 "
+                         f"{m.latency_p99_us:.1f}, p99.9 {m.latency_p999_us:.1f}, max {m.latency_max_us:.1f} us")
         if m.queue_shares:
             lines.append("queues:    " + ", ".join(f"{k} {v:.0%}" for k, v in sorted(m.queue_shares.items())))
         if m.cpu:

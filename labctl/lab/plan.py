@@ -23,6 +23,7 @@ from labctl.dpdk.eal import mbuf_budget
 from labctl.dpdk.testpmd import TestpmdOptions
 from labctl import paths
 from labctl.host.cpuset import format_cpuset, parse_cpuset
+from labctl.profile.rates import Rate, parse_rate
 from labctl.profile.schema import Nic, Profile
 
 #: The host-side generator: burst and flows of testpmd's flowgen mode (and labgen's defaults).
@@ -137,6 +138,24 @@ class VswitchPlan:
 
 
 @dataclass(frozen=True)
+class GeneratorPlan:
+    """The host side's traffic: ``labgen`` (paced, sequence numbers, latency) or testpmd ``flowgen`` (flat
+    out). ``rate``: the offered load of all ports together; ``workers``: labgen's worker lcores (the
+    vswitch PMD cores: one sends and receives, two split the roles)."""
+
+    kind: str
+    rate: Rate
+    frame_size: int
+    burst: int
+    flows: int
+    queues: int
+    workers: tuple[frozenset[int] | None, ...]
+
+    def per_port_pps(self, total_pps: float, ports: int) -> float:
+        return total_pps / max(ports, 1)
+
+
+@dataclass(frozen=True)
 class PinPlan:
     """Requested pins, as normalised cpusets ("0-1"); ``vcpu_cpus`` per vCPU (None: unpinned)."""
 
@@ -160,6 +179,7 @@ class LabPlan:
     nics: tuple[NicPlan, ...]
     forwarder: ForwarderPlan
     vswitch: VswitchPlan
+    generator: GeneratorPlan
     pins: PinPlan
     dirs: LabDirs
     packet_size: int
@@ -184,7 +204,8 @@ class LabPlan:
         """What a libvirt guest must be booted (or its host side restarted) to change: its size, its NICs
         and the vswitch PMD cores. vCPU and emulator pins are applied live, the workload per trial."""
         return (self.lab, self.vcpus, self.memory_mib, self.hugepages,
-                tuple((n.backend, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost)
+                tuple((n.backend, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
+                self.generator.kind)
 
     def embedded_hugepage_mb(self) -> int:
         """2 MiB-page memory both embedded processes need (the vswitch and the guest forwarder)."""
@@ -197,7 +218,7 @@ LIVE_PIN_KNOBS = ("guest.pinning.vcpus", "guest.pinning.emulator")
 
 def is_domain_knob(path: str) -> bool:
     """Whether a knob (``guest.nics.*.rx_queue_size``, ``workload.burst``) needs a guest boot to change."""
-    if path in ("backend", "uri", "name"):
+    if path in ("backend", "uri", "name", "workload.generator"):  # the generator is the guest's host side
         return True
     return path.startswith("guest.") and not path.startswith(LIVE_PIN_KNOBS)
 
@@ -252,7 +273,9 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
     pmds: tuple[frozenset[int] | None, ...] = (None,) if pins.vhost is None else \
         tuple(frozenset({cpu}) for cpu in sorted(parse_cpuset(pins.vhost)))
     vswitch = VswitchPlan(ports=len(nics), queues=queues, pmds=pmds, packet_size=w.packet_size)
+    generator = GeneratorPlan(kind=w.generator, rate=parse_rate(w.rate), frame_size=w.packet_size,
+                              burst=GENERATOR_BURST, flows=GENERATOR_FLOWS, queues=queues, workers=pmds[:2])
     return LabPlan(name=profile.name, lab=profile.backend, domain_name=profile.domain_name,
                    vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
-                   hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch,
+                   hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,
                    pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s)

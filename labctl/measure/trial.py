@@ -27,6 +27,7 @@ from labctl.profile.knobs import flatten
 from labctl.profile.load import LoadedProfile
 from labctl.results.record import TrialRecord
 from labctl.workload.forward import compute_metrics, details_fwd
+from labctl.workload.paced import paced_metrics
 
 
 def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | None = None,
@@ -76,18 +77,34 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
     plan = lab.plan
     record.warnings.extend(lab.record_warnings())
     record.details.update(lab.details())
-    phase("warm-up")
-    signals.sleep(plan.warmup_s)
     monitor = ThreadMonitor(dict(lab.pids))
-    before = lab.snapshot()
-    monitor.start()
-    phase("measure")
-    signals.sleep(plan.duration_s)
-    after = lab.snapshot()
-    report = monitor.stop()
-    lab.stop_forwarding()
-    metrics, details = compute_metrics(before, after, len(plan.nics), report.cpu_by_role(),
-                                       lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
+    if lab.generator is not None:
+        paced = lab.paced
+        rate = paced.rate_per_port(plan.generator.rate)
+        result, before, after, report = paced.trial(paced.spec(rate, plan.duration_s, plan.warmup_s), monitor, phase)
+        lab.stop_forwarding()
+        metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
+                                         lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
+        if not result.valid:
+            record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): "
+                                   "not a loss of the lab; left out of comparisons")
+    else:
+        phase("warm-up")
+        signals.sleep(plan.warmup_s)
+        snap_before = lab.snapshot()
+        monitor.start()
+        phase("measure")
+        signals.sleep(plan.duration_s)
+        snap_after = lab.snapshot()
+        report = monitor.stop()
+        lab.stop_forwarding()
+        metrics, details = compute_metrics(snap_before, snap_after, len(plan.nics), report.cpu_by_role(),
+                                           lab.forwarding_cpu_s(report, snap_after.t - snap_before.t), lab.host_kind)
+    _fill(lab, record, metrics, details, report)
+
+
+def _fill(lab: Any, record: TrialRecord, metrics: Any, details: dict[str, Any], report: Any) -> None:
+    plan = lab.plan
     record.metrics = metrics
     record.details.update(details)
     record.details["threads"] = [t.__dict__ for t in report.threads if t.cpu_pct >= 1.0]

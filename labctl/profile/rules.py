@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Iterator
 from labctl import platform
 from labctl.host.cpuset import parse_cpuset
 from labctl.errors import Problem
+from labctl.profile.rates import FORMS, parse_rate
 from labctl.profile.schema import Profile
 
 NAME_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
@@ -202,6 +203,22 @@ def _workload(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         yield _err("workload.noisy.lkup_memory_mib", f"{n.lkup_memory_mib} MiB is out of range (allowed: 0..4096)")
     if w.mode != "noisy" and n != type(n)():
         yield _warn("workload.noisy", f"noisy settings have no effect in mode {w.mode} (they apply to mode noisy)")
+
+
+@rule("rate", "A paced load needs the paced generator: testpmd 22.11 cannot pace on vhost or virtio ports "
+      "(no queue rate limit: ENOTSUP), so flowgen only sends flat out; labgen paces on the TSC.",
+      "DPDK 22.11 testpmd (set txtimes, queue rate limit); native/labgen")
+def _rate(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    w = p.workload
+    try:
+        rate = parse_rate(w.rate)
+    except ValueError as exc:
+        yield _err("workload.rate", str(exc))
+        return
+    if rate.kind != "max" and w.generator != "labgen":
+        yield _err("workload.rate", f"{w.rate}: generator {w.generator} cannot pace (allowed: max, or generator labgen)")
+    if rate.kind == "pps" and rate.value > 200e6:
+        yield _err("workload.rate", f"{w.rate}: above 200 Mpps (allowed: {FORMS})")
 
 
 @rule("repeat", "Repeats give the noise estimate every comparison needs; more than 100 is a typo.",

@@ -69,6 +69,8 @@ class Workload(Model):
     mode: Literal["io", "mac", "noisy"] = "io"
     burst: int = 32
     packet_size: int = 64
+    generator: Literal["labgen", "flowgen"] = "labgen"  # labgen paces; testpmd flowgen sends flat out
+    rate: str = "max"  # offered load, all ports together: max | 2.5Mpps | 500kpps | 40% (of the measured max)
     rxd: int = 1024
     txd: int = 1024
     duration_s: float = 10.0

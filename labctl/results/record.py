@@ -42,7 +42,8 @@ class Metrics(_Model):
     mpps_1to0: float | None = None
     gbps_0to1: float | None = None
     gbps_1to0: float | None = None
-    offered_mpps: float | None = None  # what the generator tried to send (sent + dropped at tx)
+    offered_mpps: float | None = None  # the load asked of the generator (flowgen: what it handed the driver)
+    achieved_mpps: float | None = None  # what the generator handed the driver per second (labgen)
     loss_ratio: float | None = None  # 1 - received / offered
     rx_packets: int | None = None
     tx_packets: int | None = None
@@ -53,6 +54,25 @@ class Metrics(_Model):
     cpu: dict[str, float] = Field(default_factory=dict)  # thread role -> % of one core
     cycles_per_packet: float | None = None
     window_s: float | None = None
+    # labgen: sequence numbers and timestamps in every frame
+    lost: int | None = None  # sent and never received
+    reordered: int | None = None
+    duplicate: int | None = None
+    latency_min_us: float | None = None
+    latency_mean_us: float | None = None
+    latency_p50_us: float | None = None
+    latency_p90_us: float | None = None
+    latency_p99_us: float | None = None
+    latency_p999_us: float | None = None
+    latency_max_us: float | None = None
+    valid: bool | None = None  # False: the generator fell behind its schedule (never counted as loss)
+    # a search for the highest rate at a loss goal (labctl ndr, sweep/tune --metric ndr|pdr): all ports
+    ndr_mpps: float | None = None  # no loss
+    ndr_lower_mpps: float | None = None
+    ndr_upper_mpps: float | None = None
+    pdr_mpps: float | None = None  # at most 0.5% loss
+    pdr_lower_mpps: float | None = None
+    pdr_upper_mpps: float | None = None
 
 
 TrialStatus = Literal["ok", "failed", "aborted"]

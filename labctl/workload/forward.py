@@ -60,7 +60,6 @@ def compute_metrics(a: Snapshot, b: Snapshot, nics: int, monitor_cpu: dict[str, 
     offered = sum(s.tx_packets + s.tx_dropped for s in vs_fwd.values())
     tx_dropped = sum(s.tx_dropped for s in vs_fwd.values())
     guest_tx_dropped = sum(s.tx_dropped for s in g_fwd.values())
-    g_rx = _delta(b.guest_ports, a.guest_ports, "ipackets")
     nombuf = sum(_delta(b.guest_ports, a.guest_ports, "rx_nombuf").values())
     imissed = sum(_delta(b.guest_ports, a.guest_ports, "imissed").values())
     metrics = Metrics(
@@ -85,19 +84,7 @@ def compute_metrics(a: Snapshot, b: Snapshot, nics: int, monitor_cpu: dict[str, 
         metrics.mpps_1to0 = vs_rx.get(0, 0) / window / 1e6
         metrics.gbps_0to1 = vs_rx_bytes.get(1, 0) * 8 / window / 1e9
         metrics.gbps_1to0 = vs_rx_bytes.get(0, 0) * 8 / window / 1e9
-    shares: dict[str, float] = {}
-    per_queue: dict[str, Any] = {}
-    for port in b.guest_ports:
-        before = a.guest_ports.get(port, {})
-        q_after, q_before = b.guest_ports[port].get("q_ipackets", []), before.get("q_ipackets", [])
-        deltas = [x - (q_before[i] if i < len(q_before) else 0) for i, x in enumerate(q_after)]
-        total = g_rx.get(port, 0)
-        per_queue[f"guest.port{port}"] = {"rx": g_rx.get(port, 0), "q_ipackets": deltas[:16],
-                                          "q_opackets": [x - (before.get("q_opackets", [0] * 16)[i])
-                                                         for i, x in enumerate(b.guest_ports[port].get("q_opackets", []))][:16]}
-        for q, d in enumerate(deltas):
-            if total > 0 and d > 0:
-                shares[f"guest.port{port}.rxq{q}"] = d / total
+    shares, per_queue = queue_details(a.guest_ports, b.guest_ports)
     metrics.queue_shares = shares
     forwarded = sum(s.tx_packets for s in g_fwd.values())
     hz = cpu_hz()
@@ -113,10 +100,38 @@ def details_fwd(details: dict[str, Any], key: str) -> list[FwdStats]:
     return [FwdStats(**s) for s in details[key].values()]
 
 
-def zero_reason(vswitch: Testpmd, guest: Testpmd | None, logs: str = "") -> str:
+def zero_reason(vswitch: Testpmd | None, guest: Testpmd | None, logs: str) -> str:
     for proc in (p for p in (vswitch, guest) if p is not None):
         for line in proc.output().splitlines():
             if MEMORY_ERRORS.search(line):
                 return f"vhost-user memory-table error in the {proc.role}: {line.strip()}"
-    return "no packets reached the guest (vhost-user rings not serviced; see the logs in " \
-           f"{logs or vswitch.log_path.parent})"
+    return f"no packets reached the guest (vhost-user rings not serviced; see the logs in {logs})"
+
+
+@dataclass
+class GuestCounters:
+    """The guest forwarder's side of a snapshot: testpmd's forward stats and its ports' counters."""
+
+    t: float
+    fwd: dict[int, FwdStats]
+    ports: dict[int, dict[str, Any]]
+
+
+def queue_details(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]
+                  ) -> tuple[dict[str, float], dict[str, Any]]:
+    """Per guest port and queue: the share of the port's receive each queue took, and the raw deltas."""
+    shares: dict[str, float] = {}
+    per_queue: dict[str, Any] = {}
+    for port, now in after.items():
+        was = before.get(port, {})
+        q_after, q_before = now.get("q_ipackets", []), was.get("q_ipackets", [])
+        deltas = [x - (q_before[i] if i < len(q_before) else 0) for i, x in enumerate(q_after)]
+        o_after, o_before = now.get("q_opackets", []), was.get("q_opackets", [])
+        total = int(now.get("ipackets", 0)) - int(was.get("ipackets", 0))
+        per_queue[f"guest.port{port}"] = {"rx": total, "q_ipackets": deltas[:16],
+                                          "q_opackets": [x - (o_before[i] if i < len(o_before) else 0)
+                                                         for i, x in enumerate(o_after)][:16]}
+        for q, d in enumerate(deltas):
+            if total > 0 and d > 0:
+                shares[f"guest.port{port}.rxq{q}"] = d / total
+    return shares, per_queue

@@ -15,6 +15,8 @@ import time
 from typing import Any
 
 from labctl import signals
+from labctl.dpdk.labgen import Labgen, vhost_client_labgen
+from labctl.dpdk.labgen import connect_ports as labgen_connect_ports
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import Testpmd
 from labctl.errors import WorkloadError
@@ -25,7 +27,8 @@ from labctl.lab.embedded.vswitch import connect_ports, start_recorded, vswitch_t
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.plan import LabPlan
-from labctl.workload.forward import Snapshot, take_snapshot, zero_reason
+from labctl.workload.forward import GuestCounters, Snapshot, take_snapshot, zero_reason
+from labctl.workload.paced import PacedRunner
 
 LINK_TIMEOUT_S = 30.0
 FORWARDING_THREADS = ("rte-worker", "lcore-worker")  # DPDK 22.11 names its worker lcores' threads so
@@ -55,10 +58,12 @@ class EmbeddedLab:
         self.warnings: list[str] = [] if warnings is None else warnings  # appended to as they happen
         self.timings: dict[str, float] = {}
         self.hugepages = False
-        self.vswitch: Testpmd | None = None
+        self.vswitch: Testpmd | None = None  # flowgen: the vswitch testpmd is generator and sink
+        self.generator: Labgen | None = None  # labgen: the paced generator and sink
         self.guest: Testpmd | None = None
         self.pids: dict[str, int] = {}
         self._telemetry: list[Telemetry] = []
+        self.paced = PacedRunner(self)
 
     def start(self) -> None:
         plan, state = self.plan, self.state
@@ -74,44 +79,68 @@ class EmbeddedLab:
             else:
                 hugedir = grant.mount
         self.hugepages = hugedir is not None
-        # the guest's ports listen and the vswitch connects to them (see labctl.lab.embedded.vswitch)
-        self.vswitch = vswitch = vswitch_testpmd(plan, hugedir, client=True)
+        # the guest's ports listen and the host side connects to them (see labctl.lab.embedded.vswitch)
         self.guest = guest = guest_forwarder(plan, hugedir, server=True)
         sockets = [nic.socket for nic in plan.nics if nic.socket is not None]
+        if plan.generator.kind == "labgen":
+            self.generator = vhost_client_labgen(sockets, plan.generator.queues, f"{plan.file_prefix}-gen",
+                                                 list(plan.generator.workers), hugedir, plan.dirs.log / "labgen.log")
+        else:
+            self.vswitch = vswitch_testpmd(plan, hugedir, client=True)
         for sock in sockets:
             state.record("path", str(sock))
             sock.unlink(missing_ok=True)  # the guest binds it; a stale file would fail (or fool) that
         self.timings["prepare_s"] = time.monotonic() - t0
-        # both start at once: the guest waits in its first socket's accept() until the vswitch connects
+        # both start at once: the guest waits in its first socket's accept() until the host side connects
         self.pids["guest"] = start_recorded(state, guest)
-        self.pids["vswitch"] = start_recorded(state, vswitch)
-        vswitch.wait_ready()
-        self.timings["vswitch_ready_s"] = time.monotonic() - t0
-        connect_ports(vswitch, guest, sockets)
+        if self.generator is not None:
+            self.pids["generator"] = self.generator.start_recorded(state)
+            self.generator.connect()
+            self.timings["host_ready_s"] = time.monotonic() - t0
+            labgen_connect_ports(self.generator, guest, sockets)
+        else:
+            assert self.vswitch is not None
+            self.pids["vswitch"] = start_recorded(state, self.vswitch)
+            self.vswitch.wait_ready()
+            self.timings["host_ready_s"] = time.monotonic() - t0
+            connect_ports(self.vswitch, guest, sockets)
         guest.wait_ready()
         self.timings["guest_ready_s"] = time.monotonic() - t0
-        self._telemetry = [Telemetry.connect(vswitch.eal.file_prefix), Telemetry.connect(guest.eal.file_prefix)]
-        wait_links(self._telemetry[0], len(sockets), vswitch)
+        self._telemetry = [Telemetry.connect(guest.eal.file_prefix)]
+        if self.vswitch is not None:
+            self._telemetry.insert(0, Telemetry.connect(self.vswitch.eal.file_prefix))
+            wait_links(self._telemetry[0], len(sockets), self.vswitch)
+        else:
+            assert self.generator is not None
+            self.generator.wait_links()
         self.timings["links_up_s"] = time.monotonic() - t0
         guest.command("start")
-        vswitch.command("start")
+        if self.vswitch is not None:
+            self.vswitch.command("start")  # labgen sends per trial, when asked
         self.timings["setup_s"] = time.monotonic() - t0
 
     def snapshot(self) -> Snapshot:
         assert self.vswitch and self.guest
         return take_snapshot(self.vswitch, self.guest, *self._telemetry)
 
+    def guest_counters(self) -> GuestCounters:
+        """The guest forwarder's counters now (labgen trials: the host side counts for itself)."""
+        assert self.guest
+        return GuestCounters(time.monotonic(), self.guest.fwd_stats(), self._telemetry[-1].snapshot())
+
     def stop_forwarding(self) -> None:
-        assert self.vswitch and self.guest
+        assert self.guest
         t0 = time.monotonic()
-        self.vswitch.command("stop")
+        if self.vswitch is not None:
+            self.vswitch.command("stop")
         self.guest.command("stop")
         self.timings["stop_s"] = time.monotonic() - t0
 
     @property
     def pollers(self) -> int:
         """Busy-polling cores of both processes."""
-        return sum(p.app.nb_cores for p in (self.vswitch, self.guest) if p is not None)
+        host = len(self.plan.generator.workers) if self.generator is not None else 0
+        return host + sum(p.app.nb_cores for p in (self.vswitch, self.guest) if p is not None)
 
     def forwarding_cpu_s(self, report: Any, window_s: float) -> float:
         """CPU seconds of the guest forwarder's worker threads in the window."""
@@ -119,20 +148,23 @@ class EmbeddedLab:
                    if t.role == "guest" and t.name.startswith(FORWARDING_THREADS)) / 100.0 * window_s
 
     def pins(self) -> dict[str, str]:
-        return {**dpdk_worker_pins("vswitch", self.pids["vswitch"]), **dpdk_worker_pins("guest", self.pids["guest"])}
+        host = "vswitch" if "vswitch" in self.pids else "generator"
+        # labgen's workers are the vswitch PMD cores: named vswitch.* so pinning layouts read alike
+        return {**dpdk_worker_pins("vswitch", self.pids[host]), **dpdk_worker_pins("guest", self.pids["guest"])}
 
     def environment(self, pins: dict[str, str], shared: bool):
         return fingerprint("embedded", pins, shared, self.hugepages)
 
     def details(self) -> dict[str, Any]:
-        return {"host_side": "net_vhost vhost-user client ports (the guest's virtio_user ports listen)"}
+        who = "labgen" if self.generator is not None else "testpmd flowgen"
+        return {"host_side": f"{who} on net_vhost vhost-user client ports (the guest's virtio_user ports listen)",
+                "generator": self.plan.generator.kind}
 
     def record_warnings(self) -> list[str]:
         return []
 
     def zero_reason(self) -> str:
-        assert self.vswitch is not None
-        return zero_reason(self.vswitch, self.guest)
+        return zero_reason(self.vswitch, self.guest, str(self.plan.dirs.log))
 
     def close(self) -> None:
         """Stop both processes (the guest first); never raises."""
@@ -140,7 +172,7 @@ class EmbeddedLab:
             with contextlib.suppress(Exception):
                 tel.close()
         self._telemetry = []
-        for proc in (self.guest, self.vswitch):  # the guest closes its vhost-user ports, then the vswitch
+        for proc in (self.guest, self.vswitch, self.generator):  # the guest closes its vhost-user ports first
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.quit()

@@ -21,6 +21,8 @@ import contextlib
 import time
 from typing import Any, Callable
 
+from labctl import signals
+from labctl.dpdk.labgen import Labgen, labgen_process
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import FwdStats, Testpmd
 from labctl.errors import HypervisorError, UserError, WorkloadError
@@ -37,7 +39,8 @@ from labctl.lab.libvirt.domxml import render
 from labctl.lab.libvirt.lifecycle import give_to_qemu, render_context
 from labctl.lab.libvirt.negotiation import compare_nics
 from labctl.lab.plan import LabPlan
-from labctl.workload.forward import Snapshot, zero_reason
+from labctl.workload.forward import GuestCounters, Snapshot, zero_reason
+from labctl.workload.paced import PacedRunner
 
 BOOT_TIMEOUT_S = 600.0  # TCG boots take 10-30 s here; a busy 2-CPU host can take minutes
 FORWARDER_TIMEOUT_S = 300.0
@@ -52,6 +55,18 @@ def check_measurable(plan: LabPlan, uri: str) -> None:
         raise UserError("guest.nics: a measured guest has either vhost-user NICs or tap/network NICs, not both "
                         "(the host side is one testpmd: net_vhost servers start before QEMU, af_packet ports "
                         "after it)")
+
+
+def wait_for_paths(proc: Any, paths: list, timeout_s: float = 60.0) -> None:
+    """Wait until the host side made its vhost-user server sockets (failing when it exits meanwhile)."""
+    deadline = time.monotonic() + timeout_s
+    while not all(p.exists() for p in paths):
+        if proc.proc is not None and proc.proc.poll() is not None:
+            raise WorkloadError(f"the host side ({proc.role}) exited with code {proc.proc.returncode} before making "
+                                f"its vhost-user sockets (log {proc.log_path})")
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"the host side made no {paths[0].name} within {timeout_s:.0f} s (log {proc.log_path})")
+        signals.sleep(0.05)
 
 
 def _guest_stats(data: dict[str, Any]) -> tuple[dict[int, FwdStats], dict[int, dict[str, Any]]]:
@@ -92,7 +107,9 @@ class GuestLab:
         self.key = plan.domain_key()
         self.timings: dict[str, float] = {}
         self.hugepages = plan.hugepages
-        self.vswitch: Testpmd | None = None
+        self.vswitch: Testpmd | None = None  # flowgen: the vswitch testpmd is generator and sink
+        self.generator: Labgen | None = None  # labgen: the paced generator and sink
+        self.paced = PacedRunner(self)
         self.channel: GuestChannel | None = None
         self.dom: Any = None
         self.pids: dict[str, int] = {}
@@ -157,21 +174,32 @@ class GuestLab:
             self.host_side = "net_af_packet on the guest's tap devices " + ", ".join(ifaces.values())
         else:
             self.host_side = "net_vhost vhost-user server ports (QEMU connects as the client)"
+        self.host_side = f"{'labgen' if self.generator else 'testpmd flowgen'} on {self.host_side}"
         self.boot_s = time.monotonic() - t0
         self.booted_now = True
         self.timings["boot_s"] = self.boot_s
 
     def _start_vswitch(self, vdevs: list[str], sockets: list) -> None:
+        """The host side: labgen (paced) or the vswitch testpmd (flowgen) on ``vdevs``."""
+        plan = self.plan
         for sock in sockets:
             self.state.record("path", str(sock))
             sock.unlink(missing_ok=True)
-        self.vswitch = vswitch_testpmd(self.plan, None, vdevs=vdevs)
-        self.pids["vswitch"] = start_recorded(self.state, self.vswitch)
-        self.vswitch.wait_ready()
+        if plan.generator.kind == "labgen":
+            self.generator = labgen_process(vdevs, plan.generator.queues, f"{plan.file_prefix}-gen",
+                                            list(plan.generator.workers), None, plan.dirs.log / "labgen.log")
+            self.pids["generator"] = self.generator.start_recorded(self.state)
+            self.generator.connect()
+            proc: Any = self.generator
+        else:
+            self.vswitch = vswitch_testpmd(plan, None, vdevs=vdevs)
+            self.pids["vswitch"] = start_recorded(self.state, self.vswitch)
+            self.vswitch.wait_ready()
+            self._telemetry = Telemetry.connect(self.vswitch.eal.file_prefix)
+            proc = self.vswitch
         if sockets:
-            self.vswitch.wait_paths(sockets)
+            wait_for_paths(proc, sockets)
             give_to_qemu(sockets)
-        self._telemetry = Telemetry.connect(self.vswitch.eal.file_prefix)
 
     # -- one trial -------------------------------------------------------------------------------
 
@@ -182,15 +210,22 @@ class GuestLab:
                 raise ValueError("a trial with another domain needs another guest")
             self.plan = plan
         plan = self.plan
-        assert self.vswitch and self.channel and self._telemetry
+        assert self.channel is not None
         t0 = time.monotonic()
         self._apply_pins()
-        self.vswitch.command(f"set txpkts {plan.packet_size}")
+        if self.vswitch is not None:
+            self.vswitch.command(f"set txpkts {plan.packet_size}")
         self.phase("starting the guest's forwarder")
         self.channel.start_forwarder(plan.forwarder.options().argv(), FORWARDER_TIMEOUT_S)
-        wait_links(self._telemetry, len(plan.nics), self.vswitch, timeout_s=FORWARDER_TIMEOUT_S)
+        if self.vswitch is not None:
+            assert self._telemetry is not None
+            wait_links(self._telemetry, len(plan.nics), self.vswitch, timeout_s=FORWARDER_TIMEOUT_S)
+        else:
+            assert self.generator is not None
+            self.generator.wait_links(timeout_s=FORWARDER_TIMEOUT_S)
         self.channel.testpmd("start")
-        self.vswitch.command("start")
+        if self.vswitch is not None:
+            self.vswitch.command("start")  # labgen sends per trial, when asked
         self.timings["setup_s"] = time.monotonic() - t0
 
     def _apply_pins(self) -> None:
@@ -211,10 +246,18 @@ class GuestLab:
         guest_fwd, guest_ports = _guest_stats(self.channel.stats())
         return Snapshot(t, vswitch_fwd, guest_fwd, vswitch_ports, guest_ports)
 
+    def guest_counters(self) -> GuestCounters:
+        """The guest forwarder's counters now, over the channel (labgen trials)."""
+        assert self.channel is not None
+        t = time.monotonic()
+        fwd, ports = _guest_stats(self.channel.stats())
+        return GuestCounters(t, fwd, ports)
+
     def stop_forwarding(self) -> None:
-        assert self.vswitch and self.channel
+        assert self.channel is not None
         t0 = time.monotonic()
-        self.vswitch.command("stop")
+        if self.vswitch is not None:
+            self.vswitch.command("stop")
         self.channel.end_forwarder()
         self.timings["stop_s"] = time.monotonic() - t0
 
@@ -228,6 +271,9 @@ class GuestLab:
         if self.vswitch is not None:
             with contextlib.suppress(WorkloadError):
                 self.vswitch.command("stop")
+        if self.generator is not None:
+            with contextlib.suppress(WorkloadError):
+                self.generator.stop_trial()
 
     @property
     def host_kind(self) -> str:
@@ -238,7 +284,8 @@ class GuestLab:
     @property
     def pollers(self) -> int:
         """Busy-polling cores: the vswitch's PMDs and the guest's vCPUs (its DPDK forwarder polls)."""
-        return (self.vswitch.app.nb_cores if self.vswitch else 0) + self.plan.vcpus
+        host = self.vswitch.app.nb_cores if self.vswitch else len(self.plan.generator.workers)
+        return host + self.plan.vcpus
 
     def forwarding_cpu_s(self, report: Any, window_s: float) -> float:
         """Host CPU seconds of the guest's vCPU threads in the window (they run the forwarder)."""
@@ -246,7 +293,8 @@ class GuestLab:
             / 100.0 * window_s
 
     def pins(self) -> dict[str, str]:
-        pins = dpdk_worker_pins("vswitch", self.pids["vswitch"]) if "vswitch" in self.pids else {}
+        host = self.pids.get("vswitch") or self.pids.get("generator")
+        pins = dpdk_worker_pins("vswitch", host) if host else {}  # the host side's workers, named alike
         if "qemu" in self.pids:
             threads = qemu_thread_pins(self.pids["qemu"])
             pins.update({f"guest.vcpu{n}": cpus for n, cpus in threads["vcpus"].items() if cpus})
@@ -274,8 +322,7 @@ class GuestLab:
         return out
 
     def zero_reason(self) -> str:
-        assert self.vswitch is not None
-        return zero_reason(self.vswitch, None, f"{self.plan.dirs.log}: vswitch.log, serial.log, channel.log")
+        return zero_reason(self.vswitch, None, f"{self.plan.dirs.log}: the host side's log, serial.log, channel.log")
 
     # -- down ------------------------------------------------------------------------------------
 
@@ -293,7 +340,8 @@ class GuestLab:
         if self._telemetry is not None:
             with contextlib.suppress(Exception):
                 self._telemetry.close()
-        if self.vswitch is not None:
-            with contextlib.suppress(Exception):
-                self.vswitch.quit()
-        self.channel = self.vswitch = self._telemetry = self.dom = None
+        for proc in (self.vswitch, self.generator):
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.quit()
+        self.channel = self.vswitch = self.generator = self._telemetry = self.dom = None
