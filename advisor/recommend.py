@@ -91,11 +91,28 @@ from advisor.engine import CONFIDENCE, NOISE_FLOOR_PCT, _Analysis
 from advisor.facts import tx_ring_violation
 from advisor.knobs import Knob, knob_groups
 
-__all__ = ["advise"]
+__all__ = ["advise", "RATE_METRICS"]
 
 
 # --------------------------------------------------------------------------------------------------
 # the entry points
+
+
+#: The rates the advisor ranks: the rate at the trial's load (``mpps``), or the highest rate with no loss
+#: (``ndr_mpps``) or at most 0.5% loss (``pdr_mpps``) an NDR/PDR search found.
+RATE_METRICS = ("mpps", "ndr_mpps", "pdr_mpps")
+
+
+def _as_rate(records: list[TrialRecord], metric: str) -> list[TrialRecord]:
+    """Records whose ``mpps`` is ``metric`` (an NDR/PDR rate is at its loss goal by construction: no loss
+    left to weigh), so the analysis ranks by it; other records stay as they are."""
+    out = []
+    for r in records:
+        value = getattr(r.metrics, metric)
+        metrics = r.metrics.model_copy(update={"mpps": value, "loss_ratio": 0.0, "drops": {}, "tx_dropped": None,
+                                               "guest_tx_dropped": None})
+        out.append(r.model_copy(update={"metrics": metrics}))
+    return out
 
 
 def advise(
@@ -105,12 +122,43 @@ def advise(
     confidence: float = CONFIDENCE,
     noise_floor_pct: float = NOISE_FLOOR_PCT,
     seed: int = 0,
+    metric: str = "mpps",
 ) -> Advice:
     """Recommend, per knob, the value for the best rate at a median loss ratio of at most ``max_loss``.
 
-    ``trials``: records of any status (failed and aborted ones are counted in a warning and left out).
+    ``trials``: records of any status (failed and aborted ones are counted in a warning and left out;
+    paced trials the generator could not keep up with, too). ``metric``: the rate ranked
+    (:data:`RATE_METRICS`; for NDR/PDR the loss limit does not apply: those rates are at their loss goal).
     Deterministic: the bootstrap is seeded with ``seed``. See the module docstring for the rules.
     """
+    if metric not in RATE_METRICS:
+        raise UserError(f"metric {metric}: not a rate the advisor ranks (allowed: {', '.join(RATE_METRICS)})")
+    trials = list(trials)
+    invalid = [r for r in trials if r.metrics.valid is False]
+    trials = [r for r in trials if r.metrics.valid is not False]
+    if metric != "mpps":
+        trials = _as_rate(trials, metric)
+    advice = _advise(trials, max_loss, confidence=confidence, noise_floor_pct=noise_floor_pct, seed=seed)
+    if invalid:
+        advice.warnings.append(f"left out {len(invalid)} paced trials the generator could not keep up with "
+                               "(invalid: it fell behind its schedule): they measure the generator, not the lab")
+    if metric != "mpps":
+        for rec in advice.recommendations:
+            if rec.metric == "mpps":
+                rec.metric = metric
+        advice.warnings = [w for w in advice.warnings if "loss limit" not in w]
+    return advice
+
+
+def _advise(
+    trials: Iterable[TrialRecord],
+    max_loss: float = DEFAULT_MAX_LOSS,
+    *,
+    confidence: float = CONFIDENCE,
+    noise_floor_pct: float = NOISE_FLOOR_PCT,
+    seed: int = 0,
+) -> Advice:
+    """The analysis of :func:`advise`, on records whose ``mpps`` is the rate ranked."""
     if not 0.0 <= max_loss <= 1.0:
         raise UserError(f"max loss {max_loss}: a loss ratio is between 0 and 1 (e.g. 0.001 for 0.1%)")
     records = list(trials)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable
 
 from labctl import signals
-from labctl.errors import ProfileError, Problem, UserError
+from labctl.errors import ProfileError, Problem, UserError, WorkloadError
 from labctl.events import Event, OnEvent, notify
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile, validate_data
@@ -31,7 +31,7 @@ __all__ = [
     "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image",
     "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
     "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
-    "report_metrics", "check_budget",
+    "report_metrics", "check_budget", "ndr", "search_settings",
 ]
 
 DEFAULT_DB = Path("labctl.db")
@@ -137,12 +137,32 @@ def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelSco
 
 
 def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None = None, resume: bool = False,
-          steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None):
-    """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
+          steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None,
+          metric: str = "mpps"):
+    """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes.
+    ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
+    configuration and repeat; its measurements are stored too)."""
     from labctl.measure.sweep import run_sweep
 
+    settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
-        return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event)
+        return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings)
+
+
+MEASURE_METRICS = ("mpps", "ndr", "pdr")
+
+
+def _metric_search(loaded: LoadedProfile, metric: str):
+    """The NDR/PDR search settings a sweep or tune by ``ndr``/``pdr`` runs (None for ``mpps``)."""
+    from labctl.measure.ndr import check_searchable
+
+    if metric not in MEASURE_METRICS:
+        raise UserError(f"--metric {metric}: not a measured metric (allowed: {', '.join(MEASURE_METRICS)})")
+    if metric == "mpps":
+        return None
+    settings = search_settings(loaded)
+    check_searchable(loaded.profile, settings)
+    return settings
 
 
 def check_budget(budget: int) -> None:
@@ -151,16 +171,19 @@ def check_budget(budget: int) -> None:
 
 
 def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEFAULT_DB,
-         on_event: OnEvent | None = None, scope: CancelScope | None = None):
-    """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored."""
+         on_event: OnEvent | None = None, scope: CancelScope | None = None, metric: str = "mpps"):
+    """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored;
+    ``metric`` ``ndr``/``pdr``: each evaluation is an NDR/PDR search, the search maximises that rate."""
     from advisor.search import space_from_profile, tune as search
     from labctl.measure.labs import LabSession, check_measurable
+    from labctl.measure.ndr import ndr_trial
     from labctl.measure.session import open_session
     from labctl.measure.sweep import base_data
     from labctl.measure.trial import run_trial
     from labctl.profile.knobs import with_knobs
 
     check_budget(budget)
+    settings = _metric_search(loaded, metric)
     check_measurable(loaded.profile)
     space = space_from_profile(loaded.profile)
     base = base_data(loaded)
@@ -168,12 +191,18 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
     with signals.stoppable(scope), open_session(db, profile.name, base, [], on_event=on_event) as session, \
             LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
 
-        def evaluate(config: dict[str, Any]) -> TrialRecord:
+        def evaluate(config: dict[str, Any]) -> Any:
             trial = validate_data(with_knobs(copy.deepcopy(base), config), loaded.source)
             with session.trial():
-                record = run_trial(trial, on_event=on_event, session=labs)
+                if settings is None:
+                    record = run_trial(trial, on_event=on_event, session=labs)
+                else:
+                    record, _result = ndr_trial(trial, settings, labs, lambda r: session.add(r), on_event)
             session.add(record, entry={"config": config})
-            return record
+            if settings is None:
+                return record
+            value = getattr(record.metrics, f"{metric}_mpps")
+            return value if record.status == "ok" else None
 
         def step(item: Any) -> None:
             notify(on_event, "step", run_id=session.run_id, done=item.step, total=budget, data=item)
@@ -183,6 +212,46 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
         finally:
             if labs.boots:
                 session.store.update_run_info(session.run_id, **labs.info())
+
+
+def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrsearch", precision: float = 0.005,
+        final_trial_s: float | None = None, initial_trial_s: float = 1.0, duration_sum_s: float | None = None,
+        on_event: OnEvent | None = None, scope: CancelScope | None = None):
+    """NDR (no loss) and PDR (0.5% loss) of a profile's lab with MLRsearch (or ``search="binary"``), then
+    latency at 10/50/90% of PDR; every trial of the search is stored in a new run. Returns the
+    :class:`~labctl.measure.ndr.NdrResult` (``run_id`` set)."""
+    from labctl.measure.labs import LabSession, check_measurable
+    from labctl.measure.ndr import check_searchable, ndr_trial
+    from labctl.measure.session import open_session
+    from labctl.measure.sweep import base_data
+
+    settings = search_settings(loaded, search, precision, final_trial_s, initial_trial_s, duration_sum_s)
+    profile = loaded.profile
+    check_searchable(profile, settings)
+    check_measurable(profile)
+    with signals.stoppable(scope), open_session(db, profile.name, base_data(loaded), [], on_event=on_event) as session, \
+            LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
+        record, result = ndr_trial(loaded, settings, labs, lambda r: session.add(r), on_event)
+        session.add(record)
+        if result is None:
+            raise WorkloadError(f"the NDR/PDR search failed: {record.error}")
+        result.run_id = session.run_id
+        session.store.update_run_info(session.run_id, ndr=result.to_dict())
+        return result
+
+
+def search_settings(loaded: LoadedProfile, search: str = "mlrsearch", precision: float = 0.005,
+                    final_trial_s: float | None = None, initial_trial_s: float = 1.0,
+                    duration_sum_s: float | None = None):
+    """An NDR/PDR search's settings; the final trial lasts the profile's ``workload.duration_s`` unless given."""
+    from labctl.measure.ndr import SearchSettings
+
+    final = final_trial_s if final_trial_s is not None else loaded.profile.workload.duration_s
+    settings = SearchSettings(search=search, precision=precision, initial_trial_s=min(initial_trial_s, final),
+                              final_trial_s=final, duration_sum_s=duration_sum_s if duration_sum_s is not None
+                              else 2 * final)
+    settings.check()
+    return settings
 
 
 def replay(path: str | Path, budget: int, seed: int = 0):
@@ -214,16 +283,22 @@ def runs(db: str | Path) -> list[dict[str, Any]]:
         return store.runs()
 
 
+SEARCH_ROLES = ("search", "latency")  # the measurements of an NDR/PDR search (its record has role "ndr")
+
+
 def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
-           host: str | None = None) -> tuple[int, list[TrialRecord]]:
+           host: str | None = None, measurements: bool = False) -> tuple[int, list[TrialRecord]]:
     """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run; ``host``:
-    only the trials of that host (a fleet's merged store holds many)."""
+    only the trials of that host (a fleet's merged store holds many). The single measurements an
+    NDR/PDR search made are left out unless ``measurements`` (their search's record stands for them)."""
     with _store(db) as store:
         run_id = run if run is not None else store.latest_run_id()
         if run_id is None:
             raise UserError(f"--db {db}: holds no runs")
         store.run(run_id)  # UnknownRunError for a bad id
         records = store.trials(run_id, status=status)
+    if not measurements:
+        records = [r for r in records if r.details.get("role") not in SEARCH_ROLES]
     if host is not None:
         hosts = sorted({r.env.host for r in records if r.env.host})
         records = [r for r in records if r.env.host == host]
@@ -244,14 +319,25 @@ def _check_metric(metric: str) -> None:
         raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(allowed)})")
 
 
-def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str = "mpps",
+def default_metric(records: list[TrialRecord]) -> str:
+    """``mpps`` when trials measured a rate, else ``ndr_mpps`` (a run of NDR/PDR searches)."""
+    if any(r.metrics.mpps is not None for r in records) or not any(r.metrics.ndr_mpps is not None for r in records):
+        return "mpps"
+    return "ndr_mpps"
+
+
+def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str | None = None,
            host: str | None = None):
     """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes (trials of
-    different hosts, accelerators or labs are never pooled; ``host`` keeps one host's)."""
+    different hosts, accelerators or labs are never pooled; ``host`` keeps one host's). ``metric``
+    defaults to ``mpps``, or ``ndr_mpps`` for a run of NDR/PDR searches; NDR, PDR and p99 latency are
+    shown beside the metric wherever they were measured."""
     from labctl.analysis.report import build_report
 
-    _check_metric(metric)
+    if metric is not None:
+        _check_metric(metric)
     run_id, records = trials(db, run, host=host)
+    metric = metric or default_metric(records)
     with _store(db) as store:
         info = store.run(run_id)["info"]
     return build_report(records, by, run_id, metric, run_info=info)
@@ -268,7 +354,7 @@ def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> st
 
 
 def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
-         metric: str = "mpps", host: str | None = None) -> Path:
+         metric: str | None = None, host: str | None = None) -> Path:
     """A PNG of medians with 95% intervals against one knob, one series per combination of the others."""
     from labctl.analysis.plot import plot_report
     from labctl.analysis.report import build_report
@@ -277,9 +363,10 @@ def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None 
     if out.suffix.lower() != ".png":
         raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
     check_writable(out)
-    _check_metric(metric)
+    if metric is not None:
+        _check_metric(metric)
     run_id, records = trials(db, run, host=host)
-    return plot_report(build_report(records, by, run_id, metric), out)
+    return plot_report(build_report(records, by, run_id, metric or default_metric(records)), out)
 
 
 def import_trials(file: str | Path, db: str | Path = DEFAULT_DB, name: str | None = None) -> tuple[int, int]:
@@ -312,14 +399,18 @@ def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl",
 # --- advice -------------------------------------------------------------------------------------------
 
 def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float | None = None,
-           host: str | None = None):
+           host: str | None = None, metric: str | None = None):
     """Recommendations per knob from a run's trials, with evidence; refusals where the data cannot tell
-    (comparisons stay within one host, accelerator and lab; ``host`` keeps one host's trials)."""
+    (comparisons stay within one host, accelerator and lab; ``host`` keeps one host's trials). ``metric``:
+    the rate ranked (``mpps``; ``ndr_mpps``/``pdr_mpps`` for a run of NDR/PDR searches, the default there)."""
     from advisor.advice import DEFAULT_MAX_LOSS
-    from advisor.recommend import advise as make_advice
+    from advisor.recommend import RATE_METRICS, advise as make_advice
 
     _run_id, records = trials(db, run, status=None, host=host)
-    return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss)
+    metric = metric or default_metric(records)
+    if metric not in RATE_METRICS:
+        raise UserError(f"--metric {metric}: not a rate the advisor ranks (allowed: {', '.join(RATE_METRICS)})")
+    return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
 
 
 def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,

@@ -24,12 +24,21 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+EXTRA_HEADERS = {"ndr_mpps": "ndr", "pdr_mpps": "pdr", "latency_p99_us": "p99 us"}
+
+
+def _extras(report: Report) -> list[str]:
+    """The extra figures some row of the report has (NDR, PDR, p99 latency), in a fixed order."""
+    return [name for name in EXTRA_HEADERS if any(name in row.extras for row in report.rows)]
+
+
 def _cells(report: Report, row: Row) -> list[str]:
     ci = "-" if row.ci[0] is None else f"[{row.ci[0]:.3f}, {row.ci[1]:.3f}]"
     loss = "-" if row.loss is None else f"{row.loss:.4%}"
     delta = "" if row.delta is None else f"{row.delta} {row.verdict}"
+    extras = [_fmt(row.extras.get(name), 1 if name.endswith("_us") else 3) for name in _extras(report)]
     return [_fmt(row.knobs.get(k)) for k in _columns(report)] + [
-        _fmt(row.median), ci, str(row.n), loss, delta, "; ".join(row.notes)]
+        _fmt(row.median), ci, str(row.n), loss, *extras, delta, "; ".join(row.notes)]
 
 
 def _columns(report: Report) -> list[str]:
@@ -37,7 +46,8 @@ def _columns(report: Report) -> list[str]:
 
 
 def headers(report: Report) -> list[str]:
-    return _columns(report) + [f"median {report.metric}", "95% CI", "n", "loss", "vs baseline", "notes"]
+    return _columns(report) + [f"median {report.metric}", "95% CI", "n", "loss",
+                               *(EXTRA_HEADERS[name] for name in _extras(report)), "vs baseline", "notes"]
 
 
 def render_table(report: Report) -> str:
@@ -62,12 +72,14 @@ def render_markdown(report: Report) -> str:
 def render_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
+    extras = _extras(report)
     writer.writerow(_columns(report) + [f"median_{report.metric}", "ci_low", "ci_high", "n", "loss_ratio",
-                                        "delta", "verdict", "notes", "trials"])
+                                        *(f"median_{name}" for name in extras), "delta", "verdict", "notes",
+                                        "trials"])
     for row in report.rows:
         writer.writerow([row.knobs.get(k) for k in _columns(report)] +
-                        [row.median, row.ci[0], row.ci[1], row.n, row.loss, row.delta, row.verdict,
-                         "; ".join(row.notes), " ".join(map(str, row.trials))])
+                        [row.median, row.ci[0], row.ci[1], row.n, row.loss, *(row.extras.get(n) for n in extras),
+                         row.delta, row.verdict, "; ".join(row.notes), " ".join(map(str, row.trials))])
     return out.getvalue()
 
 

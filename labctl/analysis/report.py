@@ -26,6 +26,11 @@ class Row:
     delta: str | None = None  # vs the baseline row of the same group, "+16.2% [+12.0, +20.1]"
     verdict: str | None = None
     notes: list[str] = field(default_factory=list)
+    extras: dict[str, float] = field(default_factory=dict)  # medians of EXTRA_METRICS measured beside
+
+
+#: Headline figures shown beside a report's metric wherever its trials measured them.
+EXTRA_METRICS = ("ndr_mpps", "pdr_mpps", "latency_p99_us")
 
 
 @dataclass
@@ -68,7 +73,8 @@ def boots_note(info: dict[str, Any] | None) -> str | None:
 
 def build_report(records: list[TrialRecord], by: str | None = None, run_id: int | None = None,
                  metric: str = "mpps", run_info: dict[str, Any] | None = None) -> Report:
-    records = [r for r in records if r.status == "ok" and getattr(r.metrics, metric) is not None]
+    records = [r for r in records if r.status == "ok" and getattr(r.metrics, metric) is not None
+               and r.metrics.valid is not False]  # a trial the generator could not pace measured the generator
     if not records:
         raise UserError(f"no successful trials{f' in run {run_id}' if run_id else ''} to report")
     knobs = varying_knobs(records)
@@ -91,6 +97,10 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
         row = Row(dict(zip(ordered, key)), summary.n, summary.median, (summary.ci_low, summary.ci_high),
                   loss_summary(losses).median if losses else None, [r.id for r in members if r.id is not None],
                   notes=_row_notes(members, summary))
+        for extra in EXTRA_METRICS:
+            got = [getattr(r.metrics, extra) for r in members if getattr(r.metrics, extra) is not None]
+            if got and extra != metric:
+                row.extras[extra] = float(summarize(got).median)
         stratum = key[:-1] if by else ()
         if stratum not in baseline:
             baseline[stratum] = values

@@ -21,6 +21,8 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
            max_loss: Optional[float] = typer.Option(None, "--max-loss",
                                                     help="acceptable median loss ratio (default 0.001)"),
            host: Optional[str] = typer.Option(None, "--host", help="only this host's trials"),
+           metric: Optional[str] = typer.Option(None, "--metric", help="mpps | ndr_mpps | pdr_mpps (default: "
+                                                                       "what the run measured)"),
            as_json: bool = typer.Option(False, "--json")) -> None:
     """Recommend settings from measured trials, with evidence; or plan pinning before measuring."""
     if plan is not None:
@@ -36,7 +38,7 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
         return
     if out is not None:
         raise UserError("--out is only for --apply (allowed: --apply PROFILE --out TUNED.yaml)")
-    advice = api.advise(db, run, max_loss, host)
+    advice = api.advise(db, run, max_loss, host, metric)
     typer.echo(json.dumps(advice.to_dict(), indent=2, default=str) if as_json else advice.format())
 
 

@@ -35,6 +35,8 @@ def sweep(file: Path, db: Path = DB,
           steadiness: Optional[float] = typer.Option(None, "--steadiness", metavar="SECONDS",
                                                      help="first probe how steady the host's speed is (1-600 s); "
                                                           "if unsteady, every trial carries the warning"),
+          metric: str = typer.Option("mpps", "--metric", help="mpps (a trial at the profile's rate) | ndr | pdr "
+                                                            "(an NDR/PDR search per configuration)"),
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON")) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
     from labctl.host.steadiness import check_arguments
@@ -47,10 +49,10 @@ def sweep(file: Path, db: Path = DB,
     for warning in loaded.warnings:
         say(warning.render(str(file)))
     if as_json:
-        result = api.sweep(loaded, db, repeat, resume, steadiness)
+        result = api.sweep(loaded, db, repeat, resume, steadiness, metric=metric)
     else:
         with SweepProgress() as progress:
-            result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=progress)
+            result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=progress, metric=metric)
     summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
     if result.steadiness is not None:
         summary["steadiness"] = result.steadiness.to_dict(samples=False)
@@ -67,6 +69,7 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
          budget: int = typer.Option(..., "--budget", help="most trials to spend"),
          replay: Optional[Path] = typer.Option(None, "--replay", help="search recorded trials (JSONL) instead"),
          seed: int = typer.Option(0, "--seed"), db: Path = DB,
+         metric: str = typer.Option("mpps", "--metric", help="mpps | ndr | pdr: what the search maximises"),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """Adaptive search (TPE) over the sweep space; stops when the budget is spent or the best is clear."""
     api.check_budget(budget)
@@ -82,13 +85,14 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
     if replay is not None:
         result = api.replay(replay, budget, seed)
     else:
-        result = api.tune(api.load(file), budget, seed, db, None if as_json else step)
+        result = api.tune(api.load(file), budget, seed, db, None if as_json else step, metric=metric)
     if as_json:
         print_json(result.to_dict())
         return
     knobs = " ".join(f"{k}={v}" for k, v in result.best_config.items())
     trials = f"trial{'s' if result.best_n != 1 else ''}"
-    measured = (f"median {result.best_median:.3f} Mpps over {result.best_n} {trials}; "
+    unit = "Mpps" if metric == "mpps" else f"Mpps {metric.upper()}"
+    measured = (f"median {result.best_median:.3f} {unit} over {result.best_n} {trials}; "
                 if result.best_median is not None and result.best_n else "")
     typer.echo(f"best: {knobs} ({measured}{result.trials_used} trials used, stopped: {result.stop_reason})")
 
@@ -97,3 +101,33 @@ def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command()(sweep)
     app.command()(tune)
+    app.command()(ndr)
+
+
+def ndr(file: Path, db: Path = DB, set_: Optional[List[str]] = SET,
+        search: str = typer.Option("mlrsearch", "--search", help="mlrsearch | binary (RFC 2544, for comparison)"),
+        precision: float = typer.Option(0.005, "--precision", help="relative width at which a rate is found"),
+        final_trial: Optional[float] = typer.Option(None, "--final-trial", metavar="SECONDS",
+                                                    help="the longest trial (default: the profile's duration_s)"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON document")) -> None:
+    """NDR (no loss) and PDR (0.5% loss) with MLRsearch, then latency at 10/50/90% of PDR; every trial stored."""
+    loaded = api.load(file, api.parse_overrides(set_))
+    result = api.ndr(loaded, db, search, precision, final_trial, on_event=None if as_json else phase_printer)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    for name, bound in (("NDR", result.ndr), ("PDR", result.pdr)):
+        if bound.mpps is None:
+            typer.echo(f"{name}:  none above the minimum load")
+        else:
+            upper = f", upper bound {bound.upper_mpps:.3f}" if bound.upper_mpps is not None else ""
+            typer.echo(f"{name}:  {bound.mpps:.3f} Mpps (lower bound {bound.lower_mpps:.3f}{upper}; all ports)")
+    for row in result.latency:
+        typer.echo(f"latency at {row['load_pct']}% of PDR ({row['mpps']:.3f} Mpps): p50 {row['p50_us']:.1f} us, "
+                   f"p90 {row['p90_us']:.1f}, p99 {row['p99_us']:.1f}, p99.9 {row['p999_us']:.1f}, "
+                   f"max {row['max_us']:.1f}")
+    typer.echo(f"{result.search}: {result.trials} trials, {result.trial_seconds:.1f} trial-seconds in "
+               f"{result.wall_s:.0f} s (generator maximum {result.max_load_mpps:.3f} Mpps) -> run {result.run_id} "
+               f"in {db}")
+    for warning in result.warnings:
+        say(f"warning: {warning}")

@@ -29,9 +29,12 @@ def phase_printer(event: Event) -> None:
 
 
 def trial_rate(record: Any) -> str:
-    if record is None or record.status != "ok" or record.metrics.mpps is None:
+    if record is None or record.status != "ok":
         return getattr(record, "status", "failed")
-    return f"{record.metrics.mpps:.2f} Mpps"
+    m = record.metrics
+    if m.mpps is None and m.ndr_mpps is not None:
+        return f"NDR {m.ndr_mpps:.3f} / PDR {m.pdr_mpps:.3f} Mpps" if m.pdr_mpps is not None else f"NDR {m.ndr_mpps:.3f}"
+    return f"{m.mpps:.2f} Mpps" if m.mpps is not None else "no rate"
 
 
 class SweepProgress:

@@ -19,7 +19,8 @@ HOST = typer.Option(None, "--host", help="only this host's trials (a fleet's mer
 def report(db: Path = DB, run: Optional[int] = RUN,
            by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
            fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
-           metric: str = typer.Option("mpps", "--metric", help="metric to summarize"),
+           metric: Optional[str] = typer.Option(None, "--metric",
+                                                help="metric to summarize (default mpps, or ndr_mpps for NDR runs)"),
            plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table"),
            host: Optional[str] = HOST) -> None:
     """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes."""
@@ -32,7 +33,7 @@ def report(db: Path = DB, run: Optional[int] = RUN,
 def plot(by: str = typer.Option(..., "--by", help="knob on the x axis"),
          out: Path = typer.Option(..., "--out", help="PNG file to write"),
          db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
-         metric: str = typer.Option("mpps", "--metric"), host: Optional[str] = HOST) -> None:
+         metric: Optional[str] = typer.Option(None, "--metric"), host: Optional[str] = HOST) -> None:
     """Plot medians with 95% intervals against one knob, one series per combination of the others."""
     typer.echo(f"wrote {api.plot(by, out, db, run, metric, host)}")
 

@@ -77,13 +77,14 @@ def check_repeat(repeat: int | None) -> None:
 
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
               runner: TrialRunner = _default_runner, steadiness_s: float | None = None,
-              on_event: OnEvent | None = None) -> SweepResult:
+              on_event: OnEvent | None = None, search: Any = None) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
     (:func:`labctl.host.steadiness.probe`, after every check of the request and before the run is
     created; an interrupted probe leaves nothing behind); when it is unsteady, every trial of this
-    sitting carries the probe's warning."""
+    sitting carries the probe's warning. ``search`` (``labctl.measure.ndr.SearchSettings``): every
+    configuration's trial is an NDR/PDR search, its measurements stored beside it."""
     check_repeat(repeat)
     if steadiness_s is not None:
         from labctl.host.steadiness import check_arguments
@@ -118,7 +119,13 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                 for entry in todo:
                     trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
                     with session.trial(entry["seq"]):
-                        record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
+                        if search is None:
+                            record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
+                        else:
+                            from labctl.measure.ndr import ndr_trial
+
+                            record, _result = ndr_trial(trial_profile, search, labs, lambda r: session.add(r),
+                                                        on_event, entry["repeat_index"])
                     if host_warning and host_warning not in record.warnings:
                         record.warnings.append(host_warning)
                     session.add(record, entry["seq"], entry)

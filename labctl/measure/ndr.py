@@ -1,0 +1,328 @@
+"""NDR and PDR: the highest load a lab forwards with no loss, and with at most 0.5% loss.
+
+Found with MLRsearch (FD.io CSIT's multiple loss ratio search, PyPI ``mlrsearch`` 1.2.1): one search
+serves both goals, short trials early and the final duration only near the bounds, and the answer for
+each goal is its relevant lower bound with an upper bound beside it (the conditional throughput of
+``GoalResult``). ``search="binary"`` runs a plain RFC 2544 binary search per goal at the final trial
+duration and the same precision, for comparison (``benchmarks/search_cost.py``).
+
+Loads are per port, as MLRsearch's (and labgen's) are; results are reported for all ports together,
+as the record's ``mpps`` is. A measurement is a paced labgen trial (see :mod:`labctl.workload.paced`).
+A trial the generator could not keep up with (invalid: it fell behind its schedule) is repeated; if it
+stays invalid, MLRsearch gets it with its unsent frames, which its rules count against that load
+(``MeasurementResult.loss_ratio``: "irregular situations ... guide search algorithms towards lower
+loads"), and the search result says the generator limited it. The maximum load is what the generator
+itself sends at full speed on this lab, so that limit is rarely reached.
+
+Every measurement is stored as a trial of the run (``details.role = "search"``); the search's own
+record (``details.role = "ndr"``) carries ``ndr_mpps``, ``pdr_mpps`` and their bounds, and latency is
+measured at 10%, 50% and 90% of PDR.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from labctl.errors import UserError, WorkloadError
+from labctl.events import OnEvent, notify
+from labctl.results.record import Metrics, TrialRecord
+
+NDR_LOSS = 0.0
+PDR_LOSS = 0.005
+LATENCY_LOADS = (10, 50, 90)  # per cent of PDR
+INVALID_RETRIES = 2
+SEARCHES = ("mlrsearch", "binary")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How precise and how long: ``precision`` is the relative width at which a goal is found (both
+    searches), trial durations in seconds, ``duration_sum`` the trial seconds at a load MLRsearch wants
+    before it calls the load a bound (CSIT's ``duration_sum``; ``exceed_ratio`` of them may lose)."""
+
+    search: str = "mlrsearch"
+    precision: float = 0.005
+    initial_trial_s: float = 1.0
+    final_trial_s: float = 1.0
+    duration_sum_s: float = 2.0
+    exceed_ratio: float = 0.5
+    max_search_s: float = 1800.0
+
+    def check(self) -> None:
+        if self.search not in SEARCHES:
+            raise UserError(f"--search {self.search}: not a search (allowed: {', '.join(SEARCHES)})")
+        if not 0.0005 <= self.precision <= 0.2:
+            raise UserError(f"--precision {self.precision}: out of range (allowed: 0.0005..0.2)")
+        if not 0.1 <= self.initial_trial_s <= self.final_trial_s <= 600:
+            raise UserError(f"trial durations {self.initial_trial_s}..{self.final_trial_s} s: allowed 0.1 <= "
+                            "initial <= final <= 600 s")
+        if self.duration_sum_s < self.final_trial_s:
+            raise UserError(f"--duration-sum {self.duration_sum_s}: at least the final trial's "
+                            f"{self.final_trial_s} s")
+
+
+@dataclass
+class Bound:
+    mpps: float | None  # the conditional throughput (MLRsearch), or the lower bound (binary)
+    lower_mpps: float | None
+    upper_mpps: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mpps": self.mpps, "lower_mpps": self.lower_mpps, "upper_mpps": self.upper_mpps}
+
+
+@dataclass
+class NdrResult:
+    search: str
+    ndr: Bound
+    pdr: Bound
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    trials: int = 0
+    trial_seconds: float = 0.0
+    max_load_mpps: float = 0.0
+    wall_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    run_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ndr": self.ndr.to_dict(), "pdr": self.pdr.to_dict(), "latency": self.latency,
+                "trials": self.trials, "trial_seconds": round(self.trial_seconds, 3), "search": self.search,
+                "max_load_mpps": self.max_load_mpps, "wall_s": round(self.wall_s, 1), "warnings": self.warnings,
+                "run_id": self.run_id}
+
+    def metrics(self) -> Metrics:
+        return Metrics(ndr_mpps=self.ndr.mpps, ndr_lower_mpps=self.ndr.lower_mpps, ndr_upper_mpps=self.ndr.upper_mpps,
+                       pdr_mpps=self.pdr.mpps, pdr_lower_mpps=self.pdr.lower_mpps, pdr_upper_mpps=self.pdr.upper_mpps)
+
+
+class LabMeasurer:
+    """Measurements on a lab that is up and forwarding with labgen as its host side: one paced trial per
+    call, each recorded through ``on_record``. It is MLRsearch's measurer (``measure(duration, load)``)."""
+
+    def __init__(self, lab: Any, base: TrialRecord, search: str, on_record: Callable[[TrialRecord], None],
+                 on_event: OnEvent | None = None):
+        from labctl.host.monitor import ThreadMonitor
+
+        self.lab = lab
+        self.base = base
+        self.search = search
+        self.on_record = on_record
+        self.on_event = on_event
+        self.trials = 0
+        self.trial_seconds = 0.0
+        self.limited = 0  # loads the generator could not keep up with, even repeated
+        self._monitor = ThreadMonitor
+
+    @property
+    def ports(self) -> int:
+        return len(self.lab.plan.nics)
+
+    def trial(self, duration_s: float, load_pps: float, role: str = "search") -> tuple[Any, TrialRecord]:
+        """One paced trial at ``load_pps`` per port: (labgen's result, its stored record)."""
+        from labctl.workload.paced import paced_metrics
+
+        plan = self.lab.plan
+        for attempt in range(INVALID_RETRIES + 1):
+            monitor = self._monitor(dict(self.lab.pids))
+            spec = self.lab.paced.spec(load_pps, duration_s, 0.0)
+            result, before, after, report = self.lab.paced.trial(spec, monitor, lambda _phase: None)
+            self.trials += 1
+            self.trial_seconds += duration_s
+            metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
+                                             self.lab.forwarding_cpu_s(report, after.t - before.t), self.lab.host_kind)
+            record = self.base.model_copy(deep=True, update={"metrics": metrics, "started_at": time.time()})
+            record.details.update(details)
+            record.details.update({"role": role, "search": self.search, "load_pps_per_port": load_pps,
+                                   "intended_duration_s": duration_s, "attempt": attempt})
+            record.finished_at = time.time()
+            if not result.valid:
+                record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason})")
+            self.on_record(record)
+            notify(self.on_event, "note", lab=plan.name,
+                   message=f"{self.search}: {load_pps * self.ports / 1e6:.3f} Mpps for {duration_s:g} s -> "
+                           f"loss {(result.loss_ratio or 0.0):.4%}" + ("" if result.valid else " (invalid)"))
+            if result.valid:
+                return result, record
+        self.limited += 1
+        return result, record
+
+    def measure(self, intended_duration: float, intended_load: float):
+        from MLRsearch import MeasurementResult
+
+        result, _record = self.trial(intended_duration, intended_load)
+        intended = int(round(intended_load * intended_duration)) * self.ports
+        return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
+                                 offered_count=result.offered, loss_count=result.loss_count,
+                                 intended_count=max(intended, result.offered),
+                                 offered_duration=result.window_s or intended_duration)
+
+    def passes(self, duration_s: float, load_pps: float, loss_goal: float) -> bool:
+        result, _record = self.trial(duration_s, load_pps)
+        bad = result.loss_count + max(int(load_pps * duration_s) * self.ports - result.offered, 0)
+        return bad <= loss_goal * max(result.offered, 1)
+
+
+def max_load_pps(lab: Any) -> float:
+    """The load MLRsearch may ask at most, per port: 98% of what labgen sends on this lab at full speed
+    (an unpaced trial), so the search stays within what the generator can keep a schedule for."""
+    spec = lab.paced.spec(0, 1.0, 0.2)
+    result = lab.generator.run_trial(spec)
+    per_port = result.achieved_rate_pps
+    if per_port <= 0:
+        raise WorkloadError("labgen sent nothing at full speed: no load to search")
+    return 0.98 * per_port
+
+
+def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float, max_load: float
+               ) -> dict[str, tuple[float | None, float | None, float | None]]:
+    from MLRsearch import Config, MultipleLossRatioSearch, SearchGoal
+
+    goals = {name: SearchGoal(loss_ratio=loss, exceed_ratio=settings.exceed_ratio,
+                              relative_width=settings.precision, initial_trial_duration=settings.initial_trial_s,
+                              final_trial_duration=settings.final_trial_s, duration_sum=settings.duration_sum_s)
+             for name, loss in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS))}
+    config = Config()
+    config.goals = list(goals.values())
+    config.min_load = min_load  # before max_load: MLRsearch checks min < max as they are set
+    config.max_load = max_load
+    config.search_duration_max = settings.max_search_s
+    results = MultipleLossRatioSearch(config=config).search(measurer=measurer, debug=lambda _text: None)
+    out = {}
+    for name, goal in goals.items():
+        got = results[goal]
+        lower, upper = got.relevant_lower_bound, got.relevant_upper_bound
+        conditional = got.conditional_throughput
+        out[name] = (float(conditional) if conditional is not None else None,
+                     float(lower) if lower is not None else None, float(upper) if upper is not None else None)
+    return out
+
+
+def _binary(measurer: LabMeasurer, settings: SearchSettings, min_load: float, max_load: float
+            ) -> dict[str, tuple[float | None, float | None, float | None]]:
+    """RFC 2544 section 26.1 throughput: halve the interval at the final trial duration until its
+    relative width is at most the precision; one search per loss goal."""
+    out = {}
+    for name, loss in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS)):
+        duration = settings.final_trial_s
+        if measurer.passes(duration, max_load, loss):
+            out[name] = (max_load, max_load, None)
+            continue
+        low, high = min_load, max_load
+        if not measurer.passes(duration, low, loss):
+            out[name] = (None, None, low)
+            continue
+        while (high - low) / high > settings.precision:
+            mid = math.sqrt(low * high) if high / low > 4 else (low + high) / 2
+            if measurer.passes(duration, mid, loss):
+                low = mid
+            else:
+                high = mid
+        out[name] = (low, low, high)
+    return out
+
+
+def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: Callable[[TrialRecord], None],
+             on_event: OnEvent | None = None) -> NdrResult:
+    """NDR and PDR of a lab that is up (its host side labgen), then latency at 10/50/90% of PDR."""
+    settings.check()
+    if lab.generator is None:
+        raise UserError("workload.generator: an NDR/PDR search needs the paced generator (allowed: labgen)")
+    started = time.monotonic()
+    measurer = LabMeasurer(lab, base, settings.search, on_record, on_event)
+    ports = measurer.ports
+    max_load = max_load_pps(lab)
+    min_load = max(max_load / 1000.0, 1000.0)
+    search = _mlrsearch if settings.search == "mlrsearch" else _binary
+    found = search(measurer, settings, min_load, max_load)
+
+    def bound(name: str) -> Bound:
+        value, lower, upper = found[name]
+        scale = ports / 1e6
+        return Bound(*(None if x is None else round(x * scale, 6) for x in (value, lower, upper)))
+
+    result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6))
+    result.trials, result.trial_seconds = measurer.trials, measurer.trial_seconds
+    if measurer.limited:
+        result.warnings.append(f"{measurer.limited} loads stayed invalid (the generator fell behind): the search "
+                               "treated their unsent frames as lost; the results may be limited by the generator")
+    pdr_per_port = found["pdr"][0] or found["pdr"][1]
+    if pdr_per_port:
+        for pct in LATENCY_LOADS:
+            load = pdr_per_port * pct / 100.0
+            trial, _record = measurer.trial(settings.final_trial_s, load, role="latency")
+            lat = trial.latency
+            result.latency.append({"load_pct": pct, "mpps": round(load * ports / 1e6, 6),
+                                   "p50_us": lat.p50_us, "p90_us": lat.p90_us, "p99_us": lat.p99_us,
+                                   "p999_us": lat.p999_us, "max_us": lat.max_us, "valid": trial.valid})
+    else:
+        result.warnings.append("no PDR was found above the minimum load: latency was not measured")
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
+    """The search's own record: NDR/PDR with their bounds in its metrics, the latency and the cost in details."""
+    record = base.model_copy(deep=True, update={"metrics": result.metrics(), "finished_at": time.time()})
+    record.details.update({"role": "ndr", "ndr": asdict(result.ndr), "pdr": asdict(result.pdr),
+                           "search": result.search, "latency": result.latency, "trials": result.trials,
+                           "trial_seconds": result.trial_seconds, "max_load_mpps": result.max_load_mpps})
+    record.warnings.extend(result.warnings)
+    if result.latency:
+        mid = next((x for x in result.latency if x["load_pct"] == 50), result.latency[0])
+        record.metrics.latency_p50_us, record.metrics.latency_p99_us = mid["p50_us"], mid["p99_us"]
+    return record
+
+
+METRICS = {"ndr": "ndr_mpps", "pdr": "pdr_mpps"}
+
+
+def check_searchable(profile: Any, settings: SearchSettings) -> None:
+    """Refuse, before anything is created, a search that cannot run (UserError naming the field)."""
+    settings.check()
+    if profile.workload.generator != "labgen":
+        raise UserError(f"workload.generator: {profile.workload.generator} cannot pace, and an NDR/PDR search "
+                        "needs paced loads (allowed: labgen)")
+
+
+def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Callable[[TrialRecord], None],
+              on_event: OnEvent | None = None, repeat_index: int = 0) -> tuple[TrialRecord, NdrResult | None]:
+    """One configuration's NDR/PDR search as one record (status ok or failed), on the run's labs; every
+    measurement is handed to ``on_record`` as it finishes."""
+    import os
+
+    from labctl import signals
+    from labctl.errors import HypervisorError, ZeroForwardingError
+    from labctl.lab.plan import derive
+    from labctl.profile.knobs import flatten
+
+    profile = loaded.profile
+    notify(on_event, "phase", lab=profile.name, message="setup")
+    base = TrialRecord(config=flatten(profile.model_dump()), repeat_index=repeat_index, started_at=time.time(),
+                       warnings=[w.render() for w in loaded.warnings])
+    if session.leftovers:
+        base.warnings.append(session.leftovers)
+        session.leftovers = None
+    lab, result, failed = None, None, True
+    with signals.stoppable():
+        try:
+            lab = session.acquire(derive(profile), base.warnings)
+            base.warnings.extend(lab.record_warnings())
+            base.details.update(lab.details())
+            base.env = lab.environment(lab.pins(), lab.pollers > len(os.sched_getaffinity(0)))
+            notify(on_event, "phase", lab=profile.name, message=f"searching NDR/PDR ({settings.search})")
+            result = find_ndr(lab, base, settings, on_record, on_event)
+            record, failed = summary_record(base, result), False
+        except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
+            record = base.model_copy(update={"status": "failed", "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - a search that breaks is a failed trial, not a lost sweep
+            record = base.model_copy(update={"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            notify(on_event, "phase", lab=profile.name, message="teardown")
+            failures = session.release(lab, failed=failed)
+    if failures:
+        record.warnings.append(f"teardown could not remove: {'; '.join(failures)}")
+    record.finished_at = time.time()
+    return record, result
