@@ -17,12 +17,23 @@ SET = typer.Option(None, "--set", help="KNOB=VALUE, repeatable")
 DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
 
 
-def run(file: Path, set_: Optional[List[str]] = SET,
+RATE = typer.Option(None, "--rate", help="offered load of all ports: 2.5Mpps, 750kpps or 40% (of the measured "
+                                         "maximum); sets workload.rate (labgen)")
+
+
+def _knobs(set_: Optional[List[str]], rate: Optional[str]) -> dict:
+    knobs = api.parse_overrides(set_)
+    if rate is not None:
+        knobs["workload.rate"] = rate
+    return knobs
+
+
+def run(file: Path, set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
         as_json: bool = typer.Option(False, "--json", help="print the trial record as JSON")) -> None:
-    """Run one trial of an embedded profile: warm-up, measurement window, teardown."""
+    """Run one trial of a profile: its lab up, warm-up, measurement window, teardown."""
     from labctl.analysis.renderers import trial_summary
 
-    record = api.run(api.load(file, api.parse_overrides(set_)), None if as_json else phase_printer)
+    record = api.run(api.load(file, _knobs(set_, rate)), None if as_json else phase_printer)
     typer.echo(record.model_dump_json(indent=2) if as_json else trial_summary(record))
     if record.status != "ok":
         raise typer.Exit(1)
@@ -31,7 +42,7 @@ def run(file: Path, set_: Optional[List[str]] = SET,
 def sweep(file: Path, db: Path = DB,
           repeat: Optional[int] = typer.Option(None, help="repeats per configuration (default: the profile's)"),
           resume: bool = typer.Option(False, "--resume", help="finish the newest unfinished run of this profile"),
-          set_: Optional[List[str]] = SET,
+          set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
           steadiness: Optional[float] = typer.Option(None, "--steadiness", metavar="SECONDS",
                                                      help="first probe how steady the host's speed is (1-600 s); "
                                                           "if unsteady, every trial carries the warning"),
@@ -45,7 +56,7 @@ def sweep(file: Path, db: Path = DB,
     check_repeat(repeat)
     if steadiness is not None:
         check_arguments(steadiness)  # before the profile is read: a bad value fails first
-    loaded = api.load(file, api.parse_overrides(set_))
+    loaded = api.load(file, _knobs(set_, rate))
     for warning in loaded.warnings:
         say(warning.render(str(file)))
     if as_json:

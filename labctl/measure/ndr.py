@@ -225,8 +225,8 @@ def _binary(measurer: LabMeasurer, settings: SearchSettings, min_load: float, ma
 
 
 def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: Callable[[TrialRecord], None],
-             on_event: OnEvent | None = None) -> NdrResult:
-    """NDR and PDR of a lab that is up (its host side labgen), then latency at 10/50/90% of PDR."""
+             on_event: OnEvent | None = None, latency: bool = True) -> NdrResult:
+    """NDR and PDR of a lab that is up (its host side labgen), then (``latency``) latency at 10/50/90% of PDR."""
     settings.check()
     if lab.generator is None:
         raise UserError("workload.generator: an NDR/PDR search needs the paced generator (allowed: labgen)")
@@ -244,12 +244,13 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
         return Bound(*(None if x is None else round(x * scale, 6) for x in (value, lower, upper)))
 
     result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6))
-    result.trials, result.trial_seconds = measurer.trials, measurer.trial_seconds
     if measurer.limited:
         result.warnings.append(f"{measurer.limited} loads stayed invalid (the generator fell behind): the search "
                                "treated their unsent frames as lost; the results may be limited by the generator")
     pdr_per_port = found["pdr"][0] or found["pdr"][1]
-    if pdr_per_port:
+    if not latency:
+        pass
+    elif pdr_per_port:
         for pct in LATENCY_LOADS:
             load = pdr_per_port * pct / 100.0
             trial, _record = measurer.trial(settings.final_trial_s, load, role="latency")
@@ -259,6 +260,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
                                    "p999_us": lat.p999_us, "max_us": lat.max_us, "valid": trial.valid})
     else:
         result.warnings.append("no PDR was found above the minimum load: latency was not measured")
+    result.trials, result.trial_seconds = measurer.trials, measurer.trial_seconds  # the latency trials too
     result.wall_s = time.monotonic() - started
     return result
 

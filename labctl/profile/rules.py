@@ -232,7 +232,9 @@ def check_profile(profile: Profile, cpus: frozenset[int], with_sweep: bool = Tru
     problems: list[Problem] = []
     for item in RULES:
         problems.extend(item.check(profile, cpus))
-    if with_sweep and profile.sweep:
+    if with_sweep and profile.sweep and not any(p.severity == "error" for p in problems):
+        # the sweep's configurations are checked once the profile itself is valid: its own errors
+        # would only come back once per configuration
         problems.extend(_check_sweep(profile, cpus))
     return problems
 

@@ -26,7 +26,8 @@ def labctl_processes() -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info.get("cmdline") or []
-        if any("dpdk-testpmd" in part for part in cmdline[:4]) and any(run_dir in part for part in cmdline):
+        dpdk = any("dpdk-testpmd" in part or part.endswith("/labgen") for part in cmdline[:4])
+        if dpdk and any(run_dir in part for part in cmdline):
             found.append(proc)
     return found
 

@@ -1,0 +1,92 @@
+"""What an NDR/PDR search costs: MLRsearch against a plain RFC 2544 binary search on the same lab.
+
+Both searches run on one embedded lab (labgen as its host side), interleaved (mlrsearch, binary,
+mlrsearch, binary, ...) so that the host's slow swings fall on both alike, at the same precision and
+final trial duration. Prints one JSON document::
+
+    {"mlrsearch": {"trial_seconds": ..., "trials": ..., "ndr_mpps": ..., "pdr_mpps": ...},
+     "binary": {...}, "ratio": mlrsearch trial-seconds / binary trial-seconds, "rounds": [...], "host": ...}
+
+The goal is MLRsearch at half or less of binary search's trial-seconds. This host is a 2-vCPU VM whose
+speed swings: the NDR/PDR figures are its, not a lab's worth reporting.
+
+    python benchmarks/search_cost.py [--rounds 2] [--final 5] [--precision 0.01] [--profile domains/quick.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from labctl import signals  # noqa: E402
+from labctl.errors import LabError  # noqa: E402
+from labctl.lab.plan import derive  # noqa: E402
+from labctl.measure.labs import LabSession  # noqa: E402
+from labctl.measure.ndr import SearchSettings, find_ndr  # noqa: E402
+from labctl.profile.knobs import flatten  # noqa: E402
+from labctl.profile.load import load_profile  # noqa: E402
+from labctl.results.record import TrialRecord  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of searches (mlrsearch then binary)")
+    parser.add_argument("--final", type=float, default=5.0, help="final trial duration, seconds (MLRsearch starts "
+                                                                 "at 1 s; binary search runs every trial this long)")
+    parser.add_argument("--precision", type=float, default=0.01, help="relative width of the answer")
+    parser.add_argument("--profile", type=Path, default=ROOT / "domains" / "quick.yaml")
+    args = parser.parse_args()
+    if not 1 <= args.rounds <= 20:
+        print(f"search_cost: --rounds {args.rounds}: allowed 1..20", file=sys.stderr)
+        return 2
+    try:
+        loaded = load_profile(args.profile, {"name": "bench-search", "workload.generator": "labgen",
+                                             "workload.duration_s": args.final, "workload.warmup_s": 0.5})
+    except LabError as exc:
+        print(f"search_cost: {exc}", file=sys.stderr)
+        return 2
+    per_search: dict[str, list[dict]] = {"mlrsearch": [], "binary": []}
+    rounds = []
+    with signals.stoppable(), LabSession(loaded.profile.name) as session:
+        base = TrialRecord(config=flatten(loaded.profile.model_dump()))
+        lab = session.acquire(derive(loaded.profile), base.warnings)
+        try:
+            for number in range(args.rounds):
+                for search in ("mlrsearch", "binary"):
+                    settings = SearchSettings(search=search, precision=args.precision,
+                                              initial_trial_s=min(1.0, args.final), final_trial_s=args.final,
+                                              duration_sum_s=2 * args.final)
+                    result = find_ndr(lab, base, settings, lambda _record: None, latency=False)
+                    row = {"round": number, "search": search, "trial_seconds": round(result.trial_seconds, 2),
+                           "trials": result.trials, "ndr_mpps": result.ndr.mpps, "pdr_mpps": result.pdr.mpps,
+                           "wall_s": round(result.wall_s, 1), "warnings": result.warnings}
+                    per_search[search].append(row)
+                    rounds.append(row)
+        finally:
+            session.release(lab, failed=True)
+
+    def summary(rows: list[dict]) -> dict:
+        def median(key: str):
+            values = [r[key] for r in rows if r[key] is not None]
+            return statistics.median(values) if values else None
+
+        return {"trial_seconds": median("trial_seconds"), "trials": median("trials"), "ndr_mpps": median("ndr_mpps"),
+                "pdr_mpps": median("pdr_mpps"), "searches": len(rows)}
+
+    out = {"mlrsearch": summary(per_search["mlrsearch"]), "binary": summary(per_search["binary"]),
+           "precision": args.precision, "final_trial_s": args.final, "rounds": rounds,
+           "host": "a 2-vCPU VM with unsteady speed: the rates are this host's, the trial-seconds the point"}
+    binary_s = out["binary"]["trial_seconds"]
+    out["ratio"] = round(out["mlrsearch"]["trial_seconds"] / binary_s, 3) if binary_s else None
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
