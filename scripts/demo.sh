@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: the embedded lab end to end (no VM). A sweep of domains/quick.yaml with repeats,
-# the results table, a plot and the advice. Results land in out/.
+# the results table, a plot, the advice, and an NDR/PDR search. Results land in out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LABCTL=.venv/bin/labctl
@@ -22,8 +22,9 @@ $LABCTL report --db "$DB"
 echo
 echo "== labctl plot"
 $LABCTL plot --db "$DB" --by 'guest.nics.*.rx_queue_size' --out out/demo.png
-if $LABCTL advise --help >/dev/null 2>&1; then
-  echo
-  echo "== labctl advise"
-  $LABCTL advise --db "$DB"
-fi
+echo
+echo "== labctl advise"
+$LABCTL advise --db "$DB"
+echo
+echo "== labctl ndr domains/quick.yaml (NDR and PDR with MLRsearch on the paced generator, about a minute)"
+$LABCTL ndr domains/quick.yaml --db "$DB" --final-trial 1 --precision 0.01

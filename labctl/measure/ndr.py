@@ -248,9 +248,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
         result.warnings.append(f"{measurer.limited} loads stayed invalid (the generator fell behind): the search "
                                "treated their unsent frames as lost; the results may be limited by the generator")
     pdr_per_port = found["pdr"][0] or found["pdr"][1]
-    if not latency:
-        pass
-    elif pdr_per_port:
+    if latency and pdr_per_port:
         for pct in LATENCY_LOADS:
             load = pdr_per_port * pct / 100.0
             trial, _record = measurer.trial(settings.final_trial_s, load, role="latency")
@@ -258,7 +256,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
             result.latency.append({"load_pct": pct, "mpps": round(load * ports / 1e6, 6),
                                    "p50_us": lat.p50_us, "p90_us": lat.p90_us, "p99_us": lat.p99_us,
                                    "p999_us": lat.p999_us, "max_us": lat.max_us, "valid": trial.valid})
-    else:
+    elif latency:
         result.warnings.append("no PDR was found above the minimum load: latency was not measured")
     result.trials, result.trial_seconds = measurer.trials, measurer.trial_seconds  # the latency trials too
     result.wall_s = time.monotonic() - started
