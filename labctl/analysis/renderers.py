@@ -139,6 +139,13 @@ def trial_summary(record: TrialRecord) -> str:
             lines.append("cpu:       " + ", ".join(f"{k} {v:.0f}%" for k, v in sorted(m.cpu.items())))
         if m.cycles_per_packet:
             lines.append(f"cycles/pkt: {m.cycles_per_packet:.0f} (guest forwarding cores)")
+        if m.vswitch_cycles_per_packet is not None or m.vswitch_idle_share is not None:
+            pmds = record.details.get("ovs", {}).get("pmd", {}).get("pmds", {})
+            queues = "; ".join(f"PMD {core}: " + ", ".join(f"{q['port']}/{q['queue']}" for q in pmd.get("rxqs", []))
+                               for core, pmd in pmds.items())
+            cpp = f"{m.vswitch_cycles_per_packet:.0f}" if m.vswitch_cycles_per_packet is not None else "-"
+            idle = f"{m.vswitch_idle_share:.0%}" if m.vswitch_idle_share is not None else "-"
+            lines.append(f"ovs:       {cpp} processing cycles/pkt, PMD idle {idle} ({queues})")
     for nic in record.details.get("nics", []):
         req, neg = nic["requested"], nic.get("negotiated") or {}
         lines.append(f"nic{nic['index']}:      {req['backend']} queues {req['queues']}->{neg.get('queues')}  "

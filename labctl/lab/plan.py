@@ -16,7 +16,7 @@ Every reader takes its numbers from here and nowhere else:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.dpdk.eal import mbuf_budget
@@ -72,6 +72,7 @@ class LabDirs:
 class NicPlan:
     index: int
     backend: str
+    model: str  # virtio | e1000 | e1000e
     queues: int
     rx_ring: int
     tx_ring: int
@@ -102,6 +103,7 @@ class ForwarderPlan:
     ports: int
     noisy: tuple[str, ...]  # testpmd's noisy-neighbour options (mode noisy only)
     noisy_memory_mb: int
+    packet_size: int = 64  # what txonly sends (vm2vm's guest A)
 
     @property
     def mbufs(self) -> int:
@@ -111,10 +113,15 @@ class ForwarderPlan:
         """EAL memory: the mbuf pool and headroom, plus noisy mode's lookup memory."""
         return mbuf_budget(self.ports, self.queues, self.rxd, self.txd, hugepages)[1] + self.noisy_memory_mb
 
-    def options(self, stats_period_s: int | None = None) -> TestpmdOptions:
-        return TestpmdOptions(forward_mode=self.mode, nb_cores=self.cores, rxq=self.queues, txq=self.queues,
+    def options(self, stats_period_s: int | None = None, mode: str | None = None) -> TestpmdOptions:
+        """testpmd's application options; ``mode`` overrides the forwarding mode (vm2vm: txonly, rxonly)."""
+        mode = mode or self.mode
+        extra = list(self.noisy) if mode == "noisy" else []
+        if mode == "txonly":
+            extra.append(f"--txpkts={self.packet_size}")
+        return TestpmdOptions(forward_mode=mode, nb_cores=self.cores, rxq=self.queues, txq=self.queues,
                               rxd=self.rxd, txd=self.txd, burst=self.burst, total_mbufs=self.mbufs,
-                              extra=list(self.noisy), stats_period_s=stats_period_s)
+                              extra=extra, stats_period_s=stats_period_s)
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,10 @@ class VswitchPlan:
     queues: int
     pmds: tuple[frozenset[int] | None, ...]
     packet_size: int
+    kind: str = "testpmd"  # testpmd | ovs-dpdk
+    ovs: dict = field(default_factory=dict)  # OVS knobs set (labctl.lab.ovs.OvsSwitch.configure)
+    rxq_affinity: dict = field(default_factory=dict)  # NIC index -> {rx queue: PMD CPU}
+    socket_mem_mb: int = 256
     burst: int = GENERATOR_BURST
     flows: int = GENERATOR_FLOWS
 
@@ -185,6 +196,8 @@ class LabPlan:
     packet_size: int
     warmup_s: float
     duration_s: float
+    topology: str = "pvp"  # pvp: generator -> guest -> sink; vm2vm: guest A (txonly) -> guest B (rxonly)
+    peer_nics: tuple[NicPlan, ...] = ()  # vm2vm: guest B's NICs (its sockets beside A's)
 
     @property
     def file_prefix(self) -> str:
@@ -204,8 +217,8 @@ class LabPlan:
         """What a libvirt guest must be booted (or its host side restarted) to change: its size, its NICs
         and the vswitch PMD cores. vCPU and emulator pins are applied live, the workload per trial."""
         return (self.lab, self.vcpus, self.memory_mib, self.hugepages,
-                tuple((n.backend, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
-                self.generator.kind)
+                tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
+                self.generator.kind, self.vswitch.kind, self.topology)
 
     def embedded_hugepage_mb(self) -> int:
         """2 MiB-page memory both embedded processes need (the vswitch and the guest forwarder)."""
@@ -218,7 +231,8 @@ LIVE_PIN_KNOBS = ("guest.pinning.vcpus", "guest.pinning.emulator")
 
 def is_domain_knob(path: str) -> bool:
     """Whether a knob (``guest.nics.*.rx_queue_size``, ``workload.burst``) needs a guest boot to change."""
-    if path in ("backend", "uri", "name", "workload.generator"):  # the generator is the guest's host side
+    if path in ("backend", "uri", "name", "topology", "workload.generator") or path.startswith("vswitch."):
+        # the generator and the vswitch are the guest's host side
         return True
     return path.startswith("guest.") and not path.startswith(LIVE_PIN_KNOBS)
 
@@ -244,11 +258,14 @@ def noisy_memory_mb(profile: Profile) -> int:
     return memory_mb + memory_mb % 2  # whole 2 MiB pages
 
 
-def _nic(profile: Profile, index: int, nic: Nic, dirs: LabDirs) -> NicPlan:
-    return NicPlan(index=index, backend=nic.backend, queues=nic.queues, rx_ring=nic.rx_queue_size,
-                   tx_ring=nic.tx_queue_size, mac=nic_mac(profile.name, index),
-                   socket=dirs.socket(index) if nic.backend == "vhostuser" else None,
-                   tap=tap_name(profile.name, index) if nic.backend == "tap" else None)
+def _nic(profile: Profile, index: int, nic: Nic, dirs: LabDirs, peer: bool = False) -> NicPlan:
+    """NIC ``index`` of the guest (``peer``: of vm2vm's guest B, whose identity is the lab's name + "-b")."""
+    name = f"{profile.name}-b" if peer else profile.name
+    return NicPlan(index=index, backend=nic.backend, model=nic.model, queues=nic.queues, rx_ring=nic.rx_queue_size,
+                   tx_ring=nic.tx_queue_size, mac=nic_mac(name, index),
+                   socket=(dirs.run / f"vhost-b{index}.sock" if peer else dirs.socket(index))
+                   if nic.backend == "vhostuser" else None,
+                   tap=tap_name(name, index) if nic.backend == "tap" else None)
 
 
 def _pins(profile: Profile) -> PinPlan:
@@ -268,14 +285,22 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
     forwarder = ForwarderPlan(mode=w.mode, burst=w.burst, rxd=min(w.rxd, min(n.rx_ring for n in nics)),
                               txd=min(w.txd, min(n.tx_ring for n in nics)), queues=queues,
                               cores=profile.guest.vcpus, ports=len(nics), noisy=noisy_arguments(profile),
-                              noisy_memory_mb=noisy_memory_mb(profile))
+                              noisy_memory_mb=noisy_memory_mb(profile), packet_size=w.packet_size)
     pins = _pins(profile)
     pmds: tuple[frozenset[int] | None, ...] = (None,) if pins.vhost is None else \
         tuple(frozenset({cpu}) for cpu in sorted(parse_cpuset(pins.vhost)))
-    vswitch = VswitchPlan(ports=len(nics), queues=queues, pmds=pmds, packet_size=w.packet_size)
+    v = profile.vswitch
+    ovs_knobs = {"tx_flush_interval": v.tx_flush_interval, "emc_insert_inv_prob": v.emc_insert_inv_prob,
+                 "smc_enable": v.smc, "pmd_rxq_assign": v.rxq_assign}
+    peers = tuple(_nic(profile, i, nic, dirs, peer=True) for i, nic in enumerate(profile.guest.nics)) \
+        if profile.topology == "vm2vm" else ()
+    vswitch = VswitchPlan(ports=len(nics) + len(peers), queues=queues, pmds=pmds, packet_size=w.packet_size,
+                          kind=v.kind, ovs={k: x for k, x in ovs_knobs.items() if x is not None},
+                          rxq_affinity={i: dict(q) for i, q in v.rxq_affinity.items()}, socket_mem_mb=v.socket_mem_mib)
     generator = GeneratorPlan(kind=w.generator, rate=parse_rate(w.rate), frame_size=w.packet_size,
                               burst=GENERATOR_BURST, flows=GENERATOR_FLOWS, queues=queues, workers=pmds[:2])
     return LabPlan(name=profile.name, lab=profile.backend, domain_name=profile.domain_name,
                    vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,
-                   pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s)
+                   pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s,
+                   topology=profile.topology, peer_nics=peers)

@@ -20,6 +20,19 @@ from labctl.lab.plan import LabPlan, derive
 from labctl.profile.schema import Profile
 
 
+def embedded_lab(plan: LabPlan, state: LabState, warnings: list[str]) -> Any:
+    """The embedded lab a plan describes: pvp or vm2vm, through a testpmd vswitch or OVS-DPDK."""
+    if plan.topology == "vm2vm":
+        from labctl.lab.embedded.vm2vm import Vm2vmLab
+
+        return Vm2vmLab(plan, state, warnings)
+    if plan.vswitch.kind == "ovs-dpdk":
+        from labctl.lab.embedded.ovs import OvsEmbeddedLab
+
+        return OvsEmbeddedLab(plan, state, warnings)
+    return EmbeddedLab(plan, state, warnings)
+
+
 def check_measurable(profile: Profile) -> None:
     """Refuse, before anything is created, a profile whose trials cannot run here (UserError)."""
     if profile.backend == "libvirt":
@@ -64,7 +77,7 @@ class LabSession:
         """A lab up for this trial's plan (a new embedded lab; the running guest, or a new one)."""
         assert self.state is not None
         if plan.lab == "embedded":
-            lab = EmbeddedLab(plan, self.state, warnings)
+            lab = embedded_lab(plan, self.state, warnings)
             lab.start()
             return lab
         from labctl.lab.libvirt.guest import GuestLab

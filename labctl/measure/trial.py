@@ -88,10 +88,24 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
         if not result.valid:
             record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): "
                                    "not a loss of the lab; left out of comparisons")
+    elif plan.topology == "vm2vm":
+        phase("warm-up")
+        signals.sleep(plan.warmup_s)
+        before = lab.snapshot()
+        lab.window_started()
+        monitor.start()
+        phase("measure")
+        signals.sleep(plan.duration_s)
+        after = lab.snapshot()
+        report = monitor.stop()
+        lab.stop_forwarding()
+        metrics, details = lab.metrics(before, after)
+        metrics.cpu = report.cpu_by_role()
     else:
         phase("warm-up")
         signals.sleep(plan.warmup_s)
         snap_before = lab.snapshot()
+        lab.window_started()
         monitor.start()
         phase("measure")
         signals.sleep(plan.duration_s)
@@ -100,6 +114,10 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
         lab.stop_forwarding()
         metrics, details = compute_metrics(snap_before, snap_after, len(plan.nics), report.cpu_by_role(),
                                            lab.forwarding_cpu_s(report, snap_after.t - snap_before.t), lab.host_kind)
+    host_details, host_metrics = lab.window_details()
+    details.update(host_details)
+    for name, value in host_metrics.items():
+        setattr(metrics, name, value)
     _fill(lab, record, metrics, details, report)
 
 
@@ -116,6 +134,9 @@ def _fill(lab: Any, record: TrialRecord, metrics: Any, details: dict[str, Any], 
     if lab.pollers > cpus:
         record.warnings.append(f"{lab.pollers} polling cores on {cpus} CPUs: oversubscribed")
     record.env = lab.environment(lab.pins(), shared)
-    forwarded = sum(s.tx_packets for s in details_fwd(details, "guest_fwd"))
+    if plan.topology == "vm2vm":
+        forwarded = metrics.rx_packets or 0  # what guest B received
+    else:
+        forwarded = sum(s.tx_packets for s in details_fwd(details, "guest_fwd"))
     if forwarded == 0:
         raise ZeroForwardingError(f"the guest forwarded 0 packets in {metrics.window_s:.1f} s: {lab.zero_reason()}")

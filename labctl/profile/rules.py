@@ -221,6 +221,74 @@ def _rate(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         yield _err("workload.rate", f"{w.rate}: above 200 Mpps (allowed: {FORMS})")
 
 
+OVS_KNOBS = ("tx_flush_interval", "emc_insert_inv_prob", "smc", "rxq_assign", "rxq_affinity")
+
+
+@rule("vswitch", "Open vSwitch's knobs exist only in Open vSwitch; OVS-DPDK's vhost-user ports are all it "
+      "can give a guest here (dpdkvhostuserclient: the guest side listens), and it needs hugepages for its "
+      "packet memory (it adds --in-memory, which --no-huge refuses).",
+      "ovs-vswitchd.conf.db(5); OVS docs topics/dpdk/vhost-user; seen on these machines (OVS 3.1, DPDK 22.11)")
+def _vswitch(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    v = p.vswitch
+    if v.kind == "testpmd":
+        for knob in OVS_KNOBS:
+            if getattr(v, knob) not in (None, {}):
+                yield _err(f"vswitch.{knob}", "an Open vSwitch knob (allowed: with vswitch.kind ovs-dpdk; leave it "
+                                              "out with kind testpmd)")
+        return
+    for i, nic in enumerate(p.guest.nics):
+        if nic.backend != "vhostuser":
+            yield _err(f"guest.nics.{i}.backend", f"{nic.backend} cannot be an OVS-DPDK port here "
+                                                  "(allowed: vhostuser with vswitch.kind ovs-dpdk)")
+    yield from _range("vswitch.socket_mem_mib", v.socket_mem_mib, 64, 8192, " MiB")
+    if v.tx_flush_interval is not None:
+        yield from _range("vswitch.tx_flush_interval", v.tx_flush_interval, 0, 1_000_000, " us")
+    if v.emc_insert_inv_prob is not None:
+        yield from _range("vswitch.emc_insert_inv_prob", v.emc_insert_inv_prob, 0, 2**32 - 1)
+    pmds = parse_cpuset(p.guest.pinning.vhost) if p.guest.pinning.vhost else None
+    for index, queues in v.rxq_affinity.items():
+        if not 0 <= index < len(p.guest.nics):
+            yield _err(f"vswitch.rxq_affinity.{index}", f"NIC {index} does not exist (allowed: 0..{len(p.guest.nics) - 1})")
+            continue
+        for queue, cpu in queues.items():
+            if not 0 <= queue < p.guest.nics[index].queues:
+                yield _err(f"vswitch.rxq_affinity.{index}.{queue}",
+                           f"NIC {index} has rx queues 0..{p.guest.nics[index].queues - 1}")
+            elif pmds is None or cpu not in pmds:
+                yield _err(f"vswitch.rxq_affinity.{index}.{queue}",
+                           f"CPU {cpu} runs no PMD (allowed: a CPU of guest.pinning.vhost: "
+                           f"{','.join(map(str, sorted(pmds))) if pmds else 'none pinned'})")
+
+
+@rule("nic-model", "QEMU's e1000 and e1000e have one queue pair, no virtio ring size knob and no vhost-user "
+      "backend (vhost-user speaks virtio only); the embedded lab's guest is a virtio_user port.",
+      "QEMU hw/net/e1000.c, e1000e.c; libvirt formatdomain.html#setting-the-nic-model; DPDK net_e1000_em")
+def _nic_model(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    for i, nic in enumerate(p.guest.nics):
+        if nic.model == "virtio":
+            continue
+        path = f"guest.nics.{i}"
+        if p.backend == "embedded":
+            yield _err(f"{path}.model", f"{nic.model} cannot run in the embedded lab (allowed: virtio)")
+        elif nic.backend == "vhostuser":
+            yield _err(f"{path}.backend", f"vhostuser cannot carry a {nic.model} NIC (allowed: tap, network)")
+        if nic.queues != 1:
+            yield _err(f"{path}.queues", f"{nic.queues} queues on a {nic.model} NIC (allowed: 1)")
+        for field in ("rx_queue_size", "tx_queue_size"):
+            if getattr(nic, field) != 256:
+                yield _err(f"{path}.{field}", f"{nic.model} has no virtio ring size (allowed: 256, the default)")
+
+
+@rule("topology", "vm2vm has guest A send with testpmd txonly (flat out) and guest B receive with rxonly; "
+      "the paced generator is not in that path.", "testpmd txonly/rxonly forwarding modes")
+def _topology(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    if p.topology == "vm2vm":
+        if p.workload.rate != "max":
+            yield _err("workload.rate", f"{p.workload.rate}: vm2vm guests send flat out (allowed: max)")
+        if p.workload.mode != "io":
+            yield _warn("workload.mode", f"{p.workload.mode} has no effect in vm2vm (guest A runs txonly, B rxonly)")
+
+
 @rule("repeat", "Repeats give the noise estimate every comparison needs; more than 100 is a typo.",
       "labctl report statistics")
 def _repeat(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:

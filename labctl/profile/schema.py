@@ -28,6 +28,7 @@ class Model(BaseModel):
 
 class Nic(Model):
     backend: Literal["vhostuser", "tap", "network"] = "vhostuser"
+    model: Literal["virtio", "e1000", "e1000e"] = "virtio"  # the NIC QEMU emulates (libvirt guests)
     queues: int = 1
     rx_queue_size: int = 256
     tx_queue_size: int = 256
@@ -78,10 +79,25 @@ class Workload(Model):
     noisy: Noisy = Field(default_factory=Noisy)
 
 
+class Vswitch(Model):
+    """The host-side switch between the generator and the guest(s): a testpmd with net_vhost ports
+    (``testpmd``), or labctl's own Open vSwitch with DPDK (``ovs-dpdk``) and its knobs."""
+
+    kind: Literal["testpmd", "ovs-dpdk"] = "testpmd"
+    tx_flush_interval: int | None = None  # other_config:tx-flush-interval, microseconds
+    emc_insert_inv_prob: int | None = None  # other_config:emc-insert-inv-prob (0 disables the EMC)
+    smc: bool | None = None  # other_config:smc-enable
+    rxq_assign: Literal["cycles", "group", "roundrobin"] | None = None  # other_config:pmd-rxq-assign
+    rxq_affinity: dict[int, dict[int, int]] = Field(default_factory=dict)  # NIC -> {rx queue: PMD CPU}
+    socket_mem_mib: int = 256  # other_config:dpdk-socket-mem (and -limit), MiB of 2 MiB pages
+
+
 class Profile(Model):
     name: str
     backend: Literal["libvirt", "embedded"] = "libvirt"
     uri: str | None = None
+    topology: Literal["pvp", "vm2vm"] = "pvp"  # generator -> guest -> sink, or guest A -> guest B
+    vswitch: Vswitch = Field(default_factory=Vswitch)
     guest: Guest = Field(default_factory=Guest)
     workload: Workload = Field(default_factory=Workload)
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict)

@@ -54,6 +54,8 @@ class Metrics(_Model):
     cpu: dict[str, float] = Field(default_factory=dict)  # thread role -> % of one core
     cycles_per_packet: float | None = None
     window_s: float | None = None
+    vswitch_cycles_per_packet: float | None = None  # OVS-DPDK: PMD processing cycles per packet received
+    vswitch_idle_share: float | None = None  # OVS-DPDK: idle / (idle + processing) PMD cycles
     # labgen: sequence numbers and timestamps in every frame
     lost: int | None = None  # sent and never received
     reordered: int | None = None

@@ -46,7 +46,9 @@ def _delta(after: dict[int, dict[str, Any]], before: dict[int, dict[str, Any]], 
 #: could not put into the guest's rx ring, or into af_packet's tx ring toward a tap) and the guest's
 #: TX-dropped (frames the guest could not put into its tx ring: the host side did not drain it).
 DROP_NAMES = {"vhost-user": ("guest_rx_ring_full", "vswitch_rx_ring_full"),
-              "af_packet": ("host_tx_ring_full", "guest_tx_ring_full")}
+              "af_packet": ("host_tx_ring_full", "guest_tx_ring_full"),
+              # OVS-DPDK between them: the generator's and the guest's virtio rings toward OVS
+              "ovs": ("generator_tx_ring_full", "guest_tx_ring_full")}
 
 
 def compute_metrics(a: Snapshot, b: Snapshot, nics: int, monitor_cpu: dict[str, float],

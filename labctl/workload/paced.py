@@ -127,6 +127,7 @@ class PacedRunner:
             phase("warm-up")
             signals.sleep(spec.warmup_s)
             before = self.lab.guest_counters()
+            self.lab.window_started()
             monitor.start()
             phase("measure")
             signals.sleep((spec.sending_s() or 0.0) - spec.warmup_s + spec.drain_s / 2)

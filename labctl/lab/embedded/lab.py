@@ -163,6 +163,13 @@ class EmbeddedLab:
     def record_warnings(self) -> list[str]:
         return []
 
+    def window_started(self) -> None:
+        """The measurement window opens (a vswitch with counters of its own clears them here)."""
+
+    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
+        """(details, scalar metrics) the host side adds when the window closes."""
+        return {}, {}
+
     def zero_reason(self) -> str:
         return zero_reason(self.vswitch, self.guest, str(self.plan.dirs.log))
 

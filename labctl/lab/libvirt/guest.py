@@ -50,6 +50,10 @@ def check_measurable(plan: LabPlan, uri: str) -> None:
     """Trials need a real hypervisor and one kind of host side for every NIC."""
     if uri.startswith("test:"):
         raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
+    if plan.topology == "vm2vm" or plan.vswitch.kind == "ovs-dpdk":
+        field = "topology" if plan.topology == "vm2vm" else "vswitch.kind"
+        raise UserError(f"{field}: libvirt guests are measured in pvp through the testpmd vswitch here "
+                        "(allowed: backend embedded for vm2vm and OVS-DPDK)")
     kinds = {"vhostuser" if n.backend == "vhostuser" else "tap" for n in plan.nics}
     if len(kinds) > 1:
         raise UserError("guest.nics: a measured guest has either vhost-user NICs or tap/network NICs, not both "
@@ -310,6 +314,12 @@ class GuestLab:
         return {"nics": self.negotiated, "host_side": self.host_side, "guest": self.ready,
                 "boot": {"booted": self.booted_now, "boot_s": round(self.boot_s, 2) if self.booted_now else 0.0},
                 "domain_type": self.domain_type}
+
+    def window_started(self) -> None:
+        """The measurement window opens (nothing of the host side to clear here)."""
+
+    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
+        return {}, {}
 
     def record_warnings(self) -> list[str]:
         out = []

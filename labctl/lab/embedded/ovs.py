@@ -1,0 +1,153 @@
+"""The embedded lab through labctl's own OVS-DPDK: generator -> OVS -> guest -> OVS -> sink.
+
+    hugepages -> OVS (private DB and daemons, netdev bridge) -> dpdkvhostuserclient ports
+    (gen{i} for the generator's NIC i, vm{i} for the guest's) -> port-to-port flows gen{i} <-> vm{i}
+    -> knobs -> guest forwarder and generator, each with net_virtio_user server ports (OVS connects to
+    them by itself) -> connected -> forwarding
+
+The generator is labgen (paced) or a testpmd in flowgen mode (flat out), both on virtio_user ports
+attached to the same bridge. OVS's own statistics (per PMD: processing cycles per packet, idle share,
+rx queues and their usage; per port: packets and drops) are cleared when the measurement window opens
+and read when it closes, beside the generator's and the guest's counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument
+from labctl.dpdk.labgen import labgen_process
+from labctl.dpdk.telemetry import Telemetry
+from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
+from labctl.errors import WorkloadError
+from labctl.lab.embedded.forwarder import guest_forwarder
+from labctl.lab.embedded.lab import EmbeddedLab
+from labctl.lab.embedded.vswitch import start_recorded
+from labctl.lab.hugepages import reserve
+from labctl.lab.ovs.switch import OvsSwitch
+
+
+def ovs_metrics(pmd: dict[str, Any]) -> dict[str, float]:
+    """Headline figures of OVS's PMD statistics: processing cycles per packet (over every PMD's packets)
+    and the idle share of the PMD cycles."""
+    pmds = list(pmd.get("pmds", {}).values())
+    packets = sum(p.get("packets_received", 0) or 0 for p in pmds)
+    processing = sum(p.get("processing_cycles", 0) or 0 for p in pmds)
+    idle = sum(p.get("idle_cycles", 0) or 0 for p in pmds)
+    out = {}
+    if packets:
+        out["vswitch_cycles_per_packet"] = processing / packets
+    if idle + processing:
+        out["vswitch_idle_share"] = idle / (idle + processing)
+    return out
+
+
+class OvsEmbeddedLab(EmbeddedLab):
+    """The embedded lab of ``plan`` with OVS-DPDK as its vswitch (``vswitch.kind: ovs-dpdk``)."""
+
+    host_kind = "ovs"
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.switch: OvsSwitch | None = None
+
+    def gen_socket(self, index: int):
+        return self.plan.dirs.run / f"gen-{index}.sock"
+
+    def start(self) -> None:
+        plan, state = self.plan, self.state
+        t0 = time.monotonic()
+        state.record("dir", str(plan.dirs.run))
+        plan.dirs.run.mkdir(parents=True, exist_ok=True)
+        plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        mount = plan.dirs.hugetlbfs
+        pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
+        self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
+                                         socket_mem_mb=plan.vswitch.socket_mem_mb)
+        switch.start()  # reserves its own hugepages (OVS cannot run without them)
+        # the guest and the generator share the mount; their memory is reserved beside OVS's
+        if reserve(state, mount, plan.embedded_hugepage_mb()) is None:
+            raise WorkloadError("hugepages for the guest and the generator could not be reserved beside OVS's")
+        self.hugepages = True
+        guest_sockets = [nic.socket for nic in plan.nics]
+        gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
+        for sock in guest_sockets + gen_sockets:
+            state.record("path", str(sock))
+            sock.unlink(missing_ok=True)
+        for nic, gen in zip(plan.nics, gen_sockets):
+            switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
+            switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)
+            switch.connect(f"gen{nic.index}", f"vm{nic.index}")  # before traffic: a burst meeting no flow is lost
+        knobs = dict(plan.vswitch.ovs)
+        if plan.vswitch.rxq_affinity:
+            knobs["pmd_rxq_affinity"] = {f"vm{i}": pins for i, pins in plan.vswitch.rxq_affinity.items()}
+        if knobs:
+            switch.configure(**knobs)
+        self.timings["host_ready_s"] = time.monotonic() - t0
+        self.guest = guest = guest_forwarder(plan, mount, server=True)
+        vdevs = [f"net_virtio_user{i},path={devarg_path(sock)},queues={plan.generator.queues},queue_size=1024,server=1"
+                 for i, sock in enumerate(gen_sockets)]
+        self.pids["guest"] = start_recorded(state, guest)
+        if plan.generator.kind == "labgen":
+            self.generator = labgen_process(vdevs, plan.generator.queues, f"{plan.file_prefix}-gen",
+                                            list(plan.generator.workers), mount, plan.dirs.log / "labgen.log")
+            self.pids["generator"] = self.generator.start_recorded(state)
+            self.generator.connect(timeout_s=60)
+        else:
+            self.vswitch = self._flowgen(vdevs, mount)  # a testpmd generator in the vswitch's place
+            self.pids["vswitch"] = start_recorded(state, self.vswitch)
+            self.vswitch.wait_ready()
+        guest.wait_ready()
+        switch.wait_connected()
+        self.timings["guest_ready_s"] = time.monotonic() - t0
+        self._telemetry = [Telemetry.connect(guest.eal.file_prefix)]
+        if self.vswitch is not None:
+            self._telemetry.insert(0, Telemetry.connect(self.vswitch.eal.file_prefix))
+        else:
+            assert self.generator is not None
+            self.generator.wait_links()
+        self.timings["links_up_s"] = time.monotonic() - t0
+        guest.command("start")
+        if self.vswitch is not None:
+            self.vswitch.command("start")
+        self.timings["setup_s"] = time.monotonic() - t0
+
+    def _flowgen(self, vdevs: list[str], mount) -> Testpmd:
+        plan = self.plan
+        vs = plan.vswitch
+        eal = EalOptions(file_prefix=f"{plan.file_prefix}-vs", lcores=lcores_argument(list(vs.pmds)), vdevs=vdevs,
+                         memory_mb=vs.memory_mb(True), hugepages_dir=mount)
+        app = TestpmdOptions(forward_mode="flowgen", nb_cores=len(vs.pmds), rxq=plan.generator.queues,
+                             txq=plan.generator.queues, burst=vs.burst, total_mbufs=vs.mbufs,
+                             extra=[f"--txpkts={vs.packet_size}", f"--flowgen-flows={vs.flows}"])
+        return Testpmd("vswitch", eal, app, plan.dirs.log / "flowgen.log")
+
+    def window_started(self) -> None:
+        assert self.switch is not None
+        self.switch.clear_stats()
+
+    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
+        """(details, scalar metrics) of the window: OVS's per-PMD and per-port statistics."""
+        assert self.switch is not None
+        pmd, ports = self.switch.pmd_stats(), self.switch.port_stats()
+        return {"ovs": {"pmd": pmd, "ports": ports}}, ovs_metrics(pmd)
+
+    @property
+    def pollers(self) -> int:
+        pmds = sum(1 for p in self.plan.vswitch.pmds if p) or 1
+        return super().pollers + pmds
+
+    def details(self) -> dict[str, Any]:
+        who = "labgen" if self.plan.generator.kind == "labgen" else "testpmd flowgen"
+        return {"host_side": f"OVS-DPDK (netdev bridge, dpdkvhostuserclient ports) between {who} and the guest, "
+                             "both on net_virtio_user server ports", "generator": self.plan.generator.kind,
+                "vswitch": "ovs-dpdk"}
+
+    def close(self) -> None:
+        super().close()
+        if self.switch is not None:
+            with contextlib.suppress(Exception):
+                self.switch.stop()
+            self.switch = None
