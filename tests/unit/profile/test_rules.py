@@ -172,3 +172,35 @@ def test_sweep_wildcard_sets_every_nic():
     assert problems({"guest": {"nics": [nic(), nic()]}, "sweep": {"guest.nics.*.rx_queue_size": [256, 1024]}}) == []
     found = problems({"guest": {"nics": [nic(), nic()]}, "sweep": {"guest.nics.*.rx_queue_size": [256, 999]}})
     assert len(found) == 2  # both NICs get the bad value
+
+
+def _one_line(overrides, write_profile=None):
+    from labctl.errors import ProfileError
+    from labctl.profile.load import load_profile
+    from tests.conftest import DOMAINS
+
+    with pytest.raises(ProfileError) as caught:
+        load_profile(DOMAINS / "tap-kernel.yaml" if overrides.pop("_tap", False) else DOMAINS / "quick.yaml",
+                     overrides, cpus=frozenset({0, 1}))
+    return [p.render().split(": ", 1)[1] if p.render().startswith("line ") else p.render() for p in caught.value.problems]
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"_tap": True, "guest.nics.0.model": "e1000", "guest.nics.0.queues": 1, "guest.nics.0.rx_queue_size": 1024},
+     ["guest.nics.0.rx_queue_size: e1000 has no virtio ring size (allowed: 256, the default)"]),
+    ({"_tap": True, "guest.nics.0.model": "e1000e"},
+     ["guest.nics.0.queues: 2 queues on a e1000e NIC (allowed: 1)",
+      "guest.nics.0.rx_queue_size: e1000e has no virtio ring size (allowed: 256, the default)"]),
+    ({"vswitch.tx_flush_interval": 50},
+     ["vswitch.tx_flush_interval: an Open vSwitch knob (allowed: with vswitch.kind ovs-dpdk; leave it out with kind "
+      "testpmd)"]),
+    ({"_tap": True, "vswitch.kind": "ovs-dpdk"},
+     ["guest.nics.0.backend: tap cannot be an OVS-DPDK port here (allowed: vhostuser with vswitch.kind ovs-dpdk)"]),
+    ({"guest.nics.*.model": "e1000"},
+     ["guest.nics.0.model: e1000 cannot run in the embedded lab (allowed: virtio)",
+      "guest.nics.1.model: e1000 cannot run in the embedded lab (allowed: virtio)"]),
+    ({"topology": "vm2vm", "workload.rate": "1Mpps"},
+     ["workload.rate: 1Mpps: vm2vm guests send flat out (allowed: max)"]),
+])
+def test_invalid_setups_fail_with_one_line_naming_the_field(overrides, expected):
+    assert _one_line(overrides) == expected
