@@ -63,9 +63,10 @@ DPDK_LIBDIR = Path("/usr/lib/x86_64-linux-gnu/dpdk")
 HOST_DPDK_PLUGINS: tuple[str, ...] = ("librte_net_vhost", "librte_net_virtio", "librte_mempool_ring")
 
 #: PMD plugins the guest appliance carries: the EAL loads every .so of its plugin directory at start, so
-#: only what a virtio-net PCI guest needs goes there (PCI and vdev buses, the virtio PMD, ring mempool).
+#: only what its NICs need goes there (PCI and vdev buses, the virtio PMD, the e1000/e1000e PMD
+#: net_e1000_em for QEMU's emulated Intel NICs, ring mempool).
 GUEST_DPDK_PLUGINS: tuple[str, ...] = ("librte_bus_pci", "librte_bus_vdev", "librte_net_virtio",
-                                       "librte_mempool_ring")
+                                       "librte_net_e1000", "librte_mempool_ring")
 
 #: testpmd's burst limit (MAX_PKT_BURST in app/test-pmd/testpmd.h).
 MAX_BURST = 512

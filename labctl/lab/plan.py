@@ -86,7 +86,8 @@ class NicPlan:
         return max(self.rx_ring, self.tx_ring)
 
     def requested(self) -> dict[str, object]:
-        return {"backend": self.backend, "queues": self.queues, "rx_ring": self.rx_ring, "tx_ring": self.tx_ring}
+        return {"backend": self.backend, "model": self.model, "queues": self.queues, "rx_ring": self.rx_ring,
+                "tx_ring": self.tx_ring}
 
 
 @dataclass(frozen=True)

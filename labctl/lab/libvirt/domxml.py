@@ -45,12 +45,14 @@ def _interface(devices: ET.Element, nic: NicPlan) -> None:
         iface = _sub(devices, "interface", type="network")
         _sub(iface, "source", network="default")
     _sub(iface, "mac", address=nic.mac)
-    _sub(iface, "model", type="virtio")
-    driver_attrs = {"queues": str(nic.queues), "rx_queue_size": str(nic.rx_ring), "tx_queue_size": str(nic.tx_ring)}
-    if nic.backend != "vhostuser":
-        # no /dev/vhost-net on these hosts: QEMU's userspace virtio backend
-        driver_attrs = {"name": "qemu", **driver_attrs}
-    _sub(iface, "driver", **driver_attrs)
+    _sub(iface, "model", type=nic.model)
+    if nic.model == "virtio":  # queues and ring sizes are virtio-net's; e1000/e1000e have neither
+        driver_attrs = {"queues": str(nic.queues), "rx_queue_size": str(nic.rx_ring),
+                        "tx_queue_size": str(nic.tx_ring)}
+        if nic.backend != "vhostuser":
+            # no /dev/vhost-net on these hosts: QEMU's userspace virtio backend
+            driver_attrs = {"name": "qemu", **driver_attrs}
+        _sub(iface, "driver", **driver_attrs)
     _sub(iface, "alias", name=f"ua-labctl-nic{nic.index}")
 
 

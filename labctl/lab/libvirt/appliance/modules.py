@@ -32,6 +32,8 @@ MODULE_GROUPS: dict[str, tuple[str, ...]] = {
         "net_failover",
         "virtio_net",
         "virtio_console",
+        "e1000",  # QEMU's e1000 and e1000e NICs (guest.nics.*.model)
+        "e1000e",
     ),
     "uio": ("uio", "uio_pci_generic"),
     "vfio": ("vfio", "vfio_iommu_type1", "vfio_pci_core", "vfio_pci"),

@@ -158,7 +158,8 @@ virtio_nics() {
     # the virtio-net interfaces, in name order, optionally filtered by labctl.macs
     for d in /sys/class/net/*; do
         [ -e "$d/device/driver" ] || continue
-        [ "$(basename "$(readlink "$d/device/driver")")" = virtio_net ] || continue
+        # the NICs a profile can give a guest: virtio-net, and QEMU's e1000/e1000e (guest.nics.*.model)
+        case "$(basename "$(readlink "$d/device/driver")")" in virtio_net|e1000|e1000e) ;; *) continue ;; esac
         if [ -n "$LABCTL_macs" ]; then
             mac=$(cat "$d/address")
             case ",$LABCTL_macs," in *",$mac,"*) ;; *) continue ;; esac
