@@ -91,6 +91,26 @@ def test_run_on_a_tap_guest(clean_lab, write_profile):
     assert {nic["negotiated"]["tx_ring"] for nic in record.details["nics"]} == {256}
 
 
+def test_e1000_guest_forwards_and_the_record_names_the_model(clean_lab, write_profile):
+    path = write_profile("""name: it-ge1000
+backend: libvirt
+uri: qemu:///system
+guest:
+  vcpus: 1
+  memory_mib: 1024
+  nics:
+    - {backend: tap, model: e1000}
+    - {backend: tap, model: e1000}
+  pinning: {vcpus: {0: "1"}, emulator: "1", vhost: "0"}
+workload: {duration_s: 2, warmup_s: 1}
+""", "it-ge1000.yaml")
+    record = api.run(api.load(path))
+    assert record.status == "ok", record.error
+    assert record.metrics.mpps > 0
+    assert [nic["requested"]["model"] for nic in record.details["nics"]] == ["e1000", "e1000"]
+    assert {nic["negotiated"]["driver"] for nic in record.details["nics"]} == {"e1000"}  # the guest's own driver
+
+
 def _stored(db) -> list[tuple[int, str]]:
     if not db.exists():
         return []

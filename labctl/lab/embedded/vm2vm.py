@@ -35,13 +35,30 @@ from labctl.workload.forward import queue_details
 LINK_TIMEOUT_S = 30.0
 
 
-def _guest(plan: LabPlan, nics: tuple[NicPlan, ...], role: str, mode: str, hugedir) -> Testpmd:
+def vm2vm_guest(plan: LabPlan, role: str, hugedir) -> Testpmd:
+    """Guest A (role ``guest``: txonly on the plan's NICs) or guest B (``guestb``: rxonly on the peer NICs)."""
+    nics, mode = (plan.nics, "txonly") if role == "guest" else (plan.peer_nics, "rxonly")
     vdevs = [f"net_virtio_user{n.index},path={devarg_path(n.socket)},queues={n.queues},"
              f"queue_size={n.virtqueue_size},server=1" for n in nics]
     suffix = "guest" if role == "guest" else "guestb"
     eal = EalOptions(file_prefix=f"{plan.file_prefix}-{suffix}", lcores=lcores_argument(list(plan.pins.vcpu_cpus)),
                      vdevs=vdevs, memory_mb=plan.forwarder.memory_mb(hugedir is not None), hugepages_dir=hugedir)
     return Testpmd(role, eal, plan.forwarder.options(mode=mode), plan.dirs.log / f"{suffix}.log")
+
+
+def vm2vm_vswitch(plan: LabPlan, hugedir) -> Testpmd:
+    """The testpmd vswitch: io mode, its net_vhost client ports interleaved A0, B0, A1, B1 so that testpmd's
+    paired port topology forwards A_i <-> B_i."""
+    vs = plan.vswitch
+    ports = [nic for pair in zip(plan.nics, plan.peer_nics) for nic in pair]
+    vdevs = [f"net_vhost{i},iface={devarg_path(n.socket)},queues={vs.queues},client=1" for i, n in enumerate(ports)]
+    eal = EalOptions(file_prefix=f"{plan.file_prefix}-vs", lcores=lcores_argument(list(vs.pmds)), vdevs=vdevs,
+                     memory_mb=vs.memory_mb(hugedir is not None), hugepages_dir=hugedir,
+                     log_levels=["lib.vhost.config:warning"])
+    app = TestpmdOptions(forward_mode="io", nb_cores=len(vs.pmds), rxq=vs.queues, txq=vs.queues, burst=vs.burst,
+                         total_mbufs=vs.mbufs, extra=["--disable-device-start", "--mask-event=intr_lsc",
+                                                      "--mask-event=queue_state"])
+    return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log")
 
 
 def vm2vm_metrics(a0: dict[int, FwdStats], a1: dict[int, FwdStats], b0: dict[int, FwdStats],
@@ -125,8 +142,8 @@ class Vm2vmLab:
                 self.switch.connect(f"a{a_nic.index}", f"b{b_nic.index}")
             if plan.vswitch.ovs:
                 self.switch.configure(**plan.vswitch.ovs)
-        self.a = _guest(plan, plan.nics, "guest", "txonly", hugedir)
-        self.b = _guest(plan, plan.peer_nics, "guestb", "rxonly", hugedir)
+        self.a = vm2vm_guest(plan, "guest", hugedir)
+        self.b = vm2vm_guest(plan, "guestb", hugedir)
         self.pids["guest"] = start_recorded(state, self.a)
         self.pids["guestb"] = start_recorded(state, self.b)
         if ovs:
@@ -146,16 +163,8 @@ class Vm2vmLab:
 
     def _start_testpmd_vswitch(self, pairs: list[tuple[NicPlan, NicPlan]], hugedir) -> None:
         plan = self.plan
-        vs = plan.vswitch
-        ports = [nic for pair in pairs for nic in pair]  # A0, B0, A1, B1: paired topology forwards A_i <-> B_i
-        vdevs = [f"net_vhost{i},iface={devarg_path(n.socket)},queues={vs.queues},client=1" for i, n in enumerate(ports)]
-        eal = EalOptions(file_prefix=f"{plan.file_prefix}-vs", lcores=lcores_argument(list(vs.pmds)), vdevs=vdevs,
-                         memory_mb=vs.memory_mb(hugedir is not None), hugepages_dir=hugedir,
-                         log_levels=["lib.vhost.config:warning"])
-        app = TestpmdOptions(forward_mode="io", nb_cores=len(vs.pmds), rxq=vs.queues, txq=vs.queues, burst=vs.burst,
-                             total_mbufs=vs.mbufs, extra=["--disable-device-start", "--mask-event=intr_lsc",
-                                                          "--mask-event=queue_state"])
-        self.vswitch = Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log")
+        ports = [nic for pair in pairs for nic in pair]
+        self.vswitch = vm2vm_vswitch(plan, hugedir)
         self.pids["vswitch"] = start_recorded(self.state, self.vswitch)
         self.vswitch.wait_ready()
         for index, nic in enumerate(ports):

@@ -45,7 +45,7 @@ def compare_nics(plan: LabPlan, reported: list[dict[str, Any]]) -> list[dict[str
     for nic in plan.nics:
         got = by_mac.get(nic.mac)
         negotiated = None if got is None else {
-            "ifname": got.get("ifname"), "queues": got.get("combined"), "max_queues": got.get("max_combined"),
+            "ifname": got.get("ifname"), "driver": got.get("driver"), "queues": got.get("combined"), "max_queues": got.get("max_combined"),
             "rx_ring": got.get("rx_ring"), "tx_ring": got.get("tx_ring"),
             "rx_ring_max": got.get("rx_ring_max"), "tx_ring_max": got.get("tx_ring_max")}
         result.append({"index": nic.index, "mac": nic.mac, "requested": nic.requested(), "negotiated": negotiated,

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from labctl.lab.embedded.forwarder import guest_forwarder
+from labctl.lab.embedded.vm2vm import vm2vm_guest, vm2vm_vswitch
 from labctl.lab.embedded.vswitch import vswitch_testpmd
+from labctl.lab.ovs import commands as ovs_cmd
+from labctl.lab.ovs.switch import default_lcores
 from labctl.lab.libvirt.appliance.console import kernel_cmdline
 from labctl.lab.libvirt.lifecycle import appliance_cmdline
 from labctl.lab.plan import LabDirs, derive
@@ -62,14 +65,33 @@ def test_a_trial_derives_its_plan_once_and_its_processes_read_it(monkeypatch):
     assert len(derived) == 1 and started == derived
 
 
+def _testpmd_argv(testpmd) -> list[str]:
+    return testpmd.eal.argv() + ["--"] + testpmd.app.argv()
+
+
+def _ovs_lines(plan) -> list[str]:
+    """What the private OVS is started with and the knob transaction the profile's vswitch section sets."""
+    pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
+    config = ovs_cmd.OvsConfig(name=plan.name, paths=ovs_cmd.OvsPaths(plan.dirs.run.parent / f"ovs-{plan.name}",
+                                                                      plan.dirs.log),
+                               hugepages_dir=plan.dirs.hugetlbfs, pmd_cpus=pmds, lcore_cpus=default_lcores(pmds),
+                               socket_mem_mb=plan.vswitch.socket_mem_mb)
+    lines = [f"other_config:{key}={value}" for key, value in sorted(config.other_config().items())]
+    knobs = {ovs_cmd.GLOBAL_KNOBS[k]: v for k, v in plan.vswitch.ovs.items() if k in ovs_cmd.GLOBAL_KNOBS}
+    if knobs:
+        lines += ovs_cmd.configure(config.paths, knobs, {})
+    return lines
+
+
 def _argv_text(argv: list[str]) -> str:
     return "\n".join(argv) + "\n"
 
 
 @pytest.mark.parametrize("path", shipped_profiles(), ids=lambda p: p.stem)
 def test_golden_testpmd_command_lines(path, monkeypatch):
-    """Golden files of the testpmd command lines each shipped profile gives (guest forwarder and vswitch;
-    for a libvirt profile also the guest's kernel command line). LABCTL_UPDATE_GOLDEN=1 rewrites them."""
+    """Golden files of the command lines each shipped profile gives: the guest forwarder (vm2vm: guests A
+    and B), the testpmd vswitch or the private OVS's configuration, and for a libvirt profile the guest's
+    kernel command line. LABCTL_UPDATE_GOLDEN=1 rewrites them."""
     monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
     profile = load_profile(path, cpus=CPUS).profile
     if profile.backend == "libvirt":
@@ -77,10 +99,18 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
     else:
         embedded = profile
     plan = derive(embedded, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
-    files = {"guest": guest_forwarder(plan, None).eal.argv() + ["--"] + guest_forwarder(plan, None).app.argv()}
-    if plan.vhostuser_nics:
-        vswitch = vswitch_testpmd(plan, None, client=True)
-        files["vswitch"] = vswitch.eal.argv() + ["--"] + vswitch.app.argv()
+    files: dict[str, list[str]] = {}
+    if plan.topology == "vm2vm":
+        for role, name in (("guest", "guest-a"), ("guestb", "guest-b")):
+            files[name] = _testpmd_argv(vm2vm_guest(plan, role, None))
+        if plan.vswitch.kind == "testpmd":
+            files["vswitch"] = _testpmd_argv(vm2vm_vswitch(plan, None))
+    else:
+        files["guest"] = _testpmd_argv(guest_forwarder(plan, None))
+        if plan.vhostuser_nics and plan.vswitch.kind == "testpmd":
+            files["vswitch"] = _testpmd_argv(vswitch_testpmd(plan, None, client=True))
+    if plan.vswitch.kind == "ovs-dpdk":
+        files["ovs"] = _ovs_lines(plan)
     if profile.backend == "libvirt":
         lplan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
         files["kernel-cmdline"] = appliance_cmdline(lplan, FAKE_APPLIANCE, "workload").split()

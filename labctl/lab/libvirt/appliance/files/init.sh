@@ -194,12 +194,22 @@ ethtool_pair() {
         END { printf "%s %s\n", (("max" in val) ? val["max"] : "n/a"), (("cur" in val) ? val["cur"] : "n/a") }'
 }
 
+nic_pci() {
+    # nic_pci IFNAME -> its PCI address: a virtio-net interface's device is the virtio bus device under
+    # the PCI function; an e1000's is the function itself
+    dev=/sys/class/net/$1
+    case "$(basename "$(readlink "$dev/device/driver")")" in
+        virtio_net) basename "$(readlink -f "$dev/device/..")" ;;
+        *) basename "$(readlink -f "$dev/device")" ;;
+    esac
+}
+
 nic_json() {
     ifname=$1
     dev=/sys/class/net/$ifname
     driver=$(basename "$(readlink "$dev/device/driver")")
     mac=$(cat "$dev/address")
-    pci=$(basename "$(readlink -f "$dev/device/..")")
+    pci=$(nic_pci "$ifname")
     set -- $(ethtool_pair -l Combined "$ifname")
     max_combined=$1 combined=$2
     set -- $(ethtool_pair -g RX "$ifname")
@@ -305,7 +315,7 @@ prepare_ports() {
         if is_uint "$1"; then
             if [ -z "$maxq" ] || [ "$1" -lt "$maxq" ]; then maxq=$1; fi
         fi
-        pcis="$pcis $(basename "$(readlink -f "/sys/class/net/$ifname/device/..")")"
+        pcis="$pcis $(nic_pci "$ifname")"
     done
     [ -n "$maxq" ] || maxq=1
     case "$driver" in
