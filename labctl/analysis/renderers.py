@@ -129,7 +129,8 @@ def trial_summary(record: TrialRecord) -> str:
             lines.append(f"loss:      {m.loss_ratio:.4%} (drops: " +
                          ", ".join(f"{k} {v}" for k, v in m.drops.items() if v) + ")")
         if m.lost is not None:
-            lines.append(f"sequence:  {m.lost} lost, {m.reordered} reordered, {m.duplicate} duplicate")
+            lines.append(f"sequence:  {m.lost} lost in flight (sent, never back), {m.reordered} reordered, "
+                         f"{m.duplicate} duplicate")
         if m.latency_p50_us is not None:
             lines.append(f"latency:   p50 {m.latency_p50_us:.1f} us, p90 {m.latency_p90_us:.1f}, p99 "
                          f"{m.latency_p99_us:.1f}, p99.9 {m.latency_p999_us:.1f}, max {m.latency_max_us:.1f} us")

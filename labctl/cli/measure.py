@@ -132,7 +132,9 @@ def ndr(file: Path, db: Path = DB, set_: Optional[List[str]] = SET,
             typer.echo(f"{name}:  none above the minimum load")
         else:
             upper = f", upper bound {bound.upper_mpps:.3f}" if bound.upper_mpps is not None else ""
-            typer.echo(f"{name}:  {bound.mpps:.3f} Mpps (lower bound {bound.lower_mpps:.3f}{upper}; all ports)")
+            what = "forwarded at the lower bound's load" if result.search == "mlrsearch" else "the lower bound"
+            typer.echo(f"{name}:  {bound.mpps:.3f} Mpps ({what}; load lower bound {bound.lower_mpps:.3f}{upper}; "
+                       f"all ports)")
     for row in result.latency:
         typer.echo(f"latency at {row['load_pct']}% of PDR ({row['mpps']:.3f} Mpps): p50 {row['p50_us']:.1f} us, "
                    f"p90 {row['p90_us']:.1f}, p99 {row['p99_us']:.1f}, p99.9 {row['p999_us']:.1f}, "

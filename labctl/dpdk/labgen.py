@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,12 +71,28 @@ DEFAULT_TOLERANCE = 64
 POLL_S = 0.02
 
 
+#: Where a lab host's install puts it (playbooks/roles/labctl: build-labgen.sh with LABGEN_BUILD_DIR there),
+#: for a labctl installed into a venv rather than run from its checkout.
+VENV_DIR = Path(sys.prefix) / "lib" / "labgen"
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def labgen_binary() -> Path:
-    """The labgen executable: ``$LABCTL_LABGEN``, else the repository's build/labgen/labgen."""
-    path = Path(os.environ[BINARY_ENV]) if os.environ.get(BINARY_ENV) else BUILD_DIR / "labgen"
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise WorkloadError(f"labgen is not built at {path}: run scripts/build-labgen.sh (or set {BINARY_ENV})")
-    return path
+    """The labgen executable: ``$LABCTL_LABGEN``, else the checkout's build/labgen/labgen, else the venv's
+    lib/labgen/labgen."""
+    if os.environ.get(BINARY_ENV):
+        path = Path(os.environ[BINARY_ENV])
+        if not _executable(path):
+            raise WorkloadError(f"{BINARY_ENV}={path}: not an executable labgen")
+        return path
+    for directory in (BUILD_DIR, VENV_DIR):
+        if _executable(directory / "labgen"):
+            return directory / "labgen"
+    raise WorkloadError(f"labgen is not built (looked in {BUILD_DIR} and {VENV_DIR}): run scripts/build-labgen.sh "
+                        f"(or set {BINARY_ENV})")
 
 
 def selftest_binary() -> Path:

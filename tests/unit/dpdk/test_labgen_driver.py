@@ -86,8 +86,22 @@ def test_binary_location(monkeypatch, tmp_path):
     monkeypatch.delenv(lg.BINARY_ENV, raising=False)
     assert lg.BUILD_DIR == lg.ROOT / "build" / "labgen"
     monkeypatch.setenv(lg.BINARY_ENV, str(tmp_path / "nope"))
-    with pytest.raises(WorkloadError, match="labgen is not built at .*nope: run scripts/build-labgen.sh"):
+    with pytest.raises(WorkloadError, match="LABCTL_LABGEN=.*nope: not an executable labgen"):
         lg.labgen_binary()
+
+
+def test_binary_of_a_venv_install(monkeypatch, tmp_path):
+    """A labctl installed into a venv (a fleet host) has no checkout beside it: the venv's copy is found."""
+    monkeypatch.delenv(lg.BINARY_ENV, raising=False)
+    monkeypatch.setattr(lg, "BUILD_DIR", tmp_path / "checkout")
+    monkeypatch.setattr(lg, "VENV_DIR", tmp_path / "venv")
+    with pytest.raises(WorkloadError, match="labgen is not built .*run scripts/build-labgen.sh"):
+        lg.labgen_binary()
+    (tmp_path / "venv").mkdir()
+    binary = tmp_path / "venv" / "labgen"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    assert lg.labgen_binary() == binary
 
 
 def test_result_from_recorded_stats():
