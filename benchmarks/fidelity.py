@@ -42,8 +42,10 @@ WARMUP_S = 2.0
 HUGEPAGES = os.environ.get("FIDELITY_HUGEPAGES", "1") != "0"
 HUGEPAGES_SYSFS = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
 MANUAL_PAGES = 256  # 512 MiB: 256 MB of EAL memory for each testpmd
-SETTINGS = ["guest.nics.*.rx_queue_size=256", "workload.burst=32", f"guest.hugepages={str(HUGEPAGES).lower()}",
-            f"workload.duration_s={DURATION_S:g}", f"workload.warmup_s={WARMUP_S:g}"]
+# labctl with the same testpmd flowgen generator the hand-run pair uses (labgen is measured in generator.py)
+SETTINGS = ["workload.generator=flowgen", "guest.nics.*.rx_queue_size=256", "workload.burst=32",
+            f"guest.hugepages={str(HUGEPAGES).lower()}", f"workload.duration_s={DURATION_S:g}",
+            f"workload.warmup_s={WARMUP_S:g}"]
 FWD = re.compile(r"Forward statistics for port (\d+)\s+-+\s+RX-packets:\s+(\d+)")
 
 

@@ -289,6 +289,17 @@ def _topology(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
             yield _warn("workload.mode", f"{p.workload.mode} has no effect in vm2vm (guest A runs txonly, B rxonly)")
 
 
+@rule("guest-setup", "labctl measures a libvirt guest in pvp behind its testpmd host side: two guests (vm2vm) and "
+      "a guest behind OVS-DPDK are built on the embedded lab only, so far.", "labctl.lab.libvirt.guest")
+def _guest_setup(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    if p.backend != "libvirt":
+        return
+    if p.topology == "vm2vm":
+        yield _err("topology", "vm2vm runs on the embedded lab only (allowed: pvp with backend libvirt)")
+    if p.vswitch.kind == "ovs-dpdk":
+        yield _err("vswitch.kind", "ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)")
+
+
 @rule("repeat", "Repeats give the noise estimate every comparison needs; more than 100 is a typo.",
       "labctl report statistics")
 def _repeat(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:

@@ -195,7 +195,10 @@ def _one_line(overrides, write_profile=None):
      ["vswitch.tx_flush_interval: an Open vSwitch knob (allowed: with vswitch.kind ovs-dpdk; leave it out with kind "
       "testpmd)"]),
     ({"_tap": True, "vswitch.kind": "ovs-dpdk"},
-     ["guest.nics.0.backend: tap cannot be an OVS-DPDK port here (allowed: vhostuser with vswitch.kind ovs-dpdk)"]),
+     ["guest.nics.0.backend: tap cannot be an OVS-DPDK port here (allowed: vhostuser with vswitch.kind ovs-dpdk)",
+      "vswitch.kind: ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)"]),
+    ({"_tap": True, "topology": "vm2vm"},
+     ["topology: vm2vm runs on the embedded lab only (allowed: pvp with backend libvirt)"]),
     ({"guest.nics.*.model": "e1000"},
      ["guest.nics.0.model: e1000 cannot run in the embedded lab (allowed: virtio)",
       "guest.nics.1.model: e1000 cannot run in the embedded lab (allowed: virtio)"]),
