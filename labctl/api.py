@@ -460,3 +460,142 @@ def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,
             result.steadiness = probe(steadiness_s)
         notify(on_event, "steadiness", data=result.steadiness, message=result.steadiness.describe())
     return result
+
+
+# --- regressions: a run against a baseline, and a metric's trend over runs ---------------------------
+
+__all__ += ["check_threshold", "check_view_format", "compare", "render_comparison", "parse_selection", "trend", "render_trend"]
+
+
+def check_threshold(threshold_pct: float) -> None:
+    """A regression threshold in per cent of the baseline median: 0 <= PCT < 100."""
+    import math
+
+    if not (math.isfinite(threshold_pct) and 0.0 <= threshold_pct < 100.0):
+        raise UserError(f"--threshold {threshold_pct:g}: out of range (allowed: 0 <= PCT < 100, per cent of "
+                        "the baseline median)")
+
+
+def _ids_text(ids: list[int]) -> str:
+    if not ids:
+        return "none"
+    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 2:
+        return f"{ids[0]}..{ids[-1]}"
+    return ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
+
+
+def _run_and_trials(db: str | Path, run: int | None, option: str) -> tuple[dict[str, Any], list[TrialRecord]]:
+    """(the run's facts, its trials of every status): ``run``, or the newest run of ``db``."""
+    with _store(db) as store:
+        ids = [r["id"] for r in store.runs()]
+        if run is None and not ids:
+            raise UserError(f"--db {db}: holds no runs")
+        run = ids[-1] if run is None else run
+        if run not in ids:
+            raise UserError(f"{option} {run}: no such run in {db} (allowed: {_ids_text(ids)})")
+        info = store.run(run)
+        records = store.trials(run, status=None)
+    keys = ("id", "profile_name", "host", "created_at", "status")
+    return {**{k: info[k] for k in keys}, "db": str(db)}, records
+
+
+def compare(db: str | Path = DEFAULT_DB, baseline: int | None = None, candidate: int | None = None,
+            metric: str = "mpps", threshold_pct: float | None = None, junit: str | Path | None = None,
+            baseline_db: str | Path | None = None):
+    """A candidate run against a baseline run, configuration by configuration: the change of ``metric``
+    with its interval and a verdict (regression, progression, no change, cannot tell with the reason),
+    the environment changes between the runs, and ``exit_code`` 1 when any configuration regressed
+    (:mod:`labctl.analysis.compare` holds the rules). ``candidate``: a run of ``db`` (default: the
+    newest); ``baseline``: a run of ``baseline_db`` (default ``db``; its newest run when it is another
+    store, required when it is the same). ``threshold_pct`` defaults to 5. ``junit``: also write a JUnit
+    XML report there. Every argument is checked before any work."""
+    from labctl.analysis.compare import DEFAULT_THRESHOLD_PCT, check_measured, compare_runs
+    from labctl.analysis.junit import write_junit
+
+    threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
+    check_threshold(threshold_pct)
+    if junit is not None:
+        check_writable(Path(junit), "--junit")
+    base_db = Path(db if baseline_db is None else baseline_db)
+    same = base_db.resolve() == Path(db).resolve()
+    if same and baseline is None:
+        ids = [r["id"] for r in runs(db)]
+        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
+                        f"of {db}: {_ids_text(ids)}; or --baseline-db another store)")
+    cand_run, cand_records = _run_and_trials(db, candidate, "--candidate")
+    base_run, base_records = _run_and_trials(base_db, baseline, "--baseline")
+    if same and base_run["id"] == cand_run["id"]:
+        others = [i for i in (r["id"] for r in runs(db)) if i != cand_run["id"]]
+        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
+                        f"{_ids_text(others)})")
+    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
+             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
+    check_measured(metric, [base_records, cand_records], where)
+    result = compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run)
+    if junit is not None:
+        write_junit(result, junit)
+    return result
+
+
+def check_view_format(fmt: str, what: str = "a comparison") -> None:
+    """Comparisons and trends are shown as ``table`` or ``json``."""
+    if fmt not in ("table", "json"):
+        raise UserError(f"--format {fmt}: {what} is shown as table or json (allowed: table, json)")
+
+
+def _text_or_json(result, fmt: str, what: str, text) -> str:
+    import json
+
+    check_view_format(fmt, what)
+    return text(result) if fmt == "table" else json.dumps(result.to_dict(), indent=2, default=str)
+
+
+def render_comparison(result, fmt: str = "table") -> str:
+    """A comparison as text (``table``) or ``json``."""
+    from labctl.analysis.compare import render_comparison as text
+
+    return _text_or_json(result, fmt, "a comparison", text)
+
+
+def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:
+    """``["workload.burst=32", ...]`` (``--config``) as knob -> value."""
+    from labctl.errors import KnobError
+    from labctl.profile.knobs import parse_assignment
+
+    out = {}
+    for text in assignments or []:
+        if "=" not in text:
+            raise UserError(f"--config {text!r}: expected KNOB=VALUE, e.g. workload.burst=32")
+        try:
+            knob, value = parse_assignment(text)
+        except KnobError as exc:
+            raise UserError(str(exc).replace("--set", "--config", 1)) from None
+        out[knob] = value
+    return out
+
+
+def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str = "mpps",
+          configs: Iterable[str] | None = None, host: str | None = None):
+    """``metric`` across every run of ``profile`` in the store, one row per run in the order they were
+    measured, per configuration (``configs``: ``KNOB=VALUE`` it must have) and host/accelerator/lab: the
+    median, its 95% CI, n, the change against the first run with its verdict, and the environment
+    changes against the previous row (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials."""
+    from labctl.analysis.trend import build_trend
+
+    selection = parse_selection(configs)
+    with _store(db) as store:
+        records = store.trials(None, status=None)
+        created = {r["id"]: r["created_at"] for r in store.runs()}
+    if host is not None:
+        hosts = sorted({r.env.host for r in records if r.env.host})
+        records = [r for r in records if r.env.host == host]
+        if not records:
+            raise UserError(f"--host {host}: no trials of that host in {db} (allowed: {', '.join(hosts) or 'none recorded'})")
+    return build_trend(records, profile, metric, selection, created)
+
+
+def render_trend(result, fmt: str = "table") -> str:
+    """A trend as text (``table``) or ``json``."""
+    from labctl.analysis.trend import render_trend as text
+
+    return _text_or_json(result, fmt, "a trend", text)

@@ -43,3 +43,24 @@ def record(run_id: int, rx: int = 256, mpps: float = 9.8, **kw) -> TrialRecord:
 
 def plan(n: int) -> list[dict]:
     return [{"seq": i, "config": config(256 * 2 ** (i % 3)), "repeat_index": i // 3} for i in range(n)]
+
+
+def run_records(run_id: int, values: dict[int, list[float]], env: Environment = ENV, metric: str = "mpps",
+                start: float = 1700000000.0, first_id: int = 1) -> list[TrialRecord]:
+    """One run's trials: per rx ring size (one configuration each) a trial per value of ``metric``, with
+    ids from ``first_id`` and start times from ``start``."""
+    out = []
+    for rx, rates in values.items():
+        for i, value in enumerate(rates):
+            out.append(TrialRecord(id=first_id + len(out), run_id=run_id, config=config(rx), env=env,
+                                   metrics=Metrics(**{metric: value}), repeat_index=i,
+                                   started_at=start + 10.0 * len(out)))
+    return out
+
+
+def noisy(seed: int, medians: dict[int, float], cv: float, n: int) -> dict[int, list[float]]:
+    """Per configuration ``n`` values drawn around its median with a coefficient of variation ``cv``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return {rx: [float(v) for v in rng.normal(median, median * cv, n)] for rx, median in medians.items()}

@@ -50,13 +50,17 @@ def headers(report: Report) -> list[str]:
                                *(EXTRA_HEADERS[name] for name in _extras(report)), "vs baseline", "notes"]
 
 
-def render_table(report: Report) -> str:
-    head = headers(report)
-    body = [_cells(report, row) for row in report.rows]
-    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+def aligned(head: list[str], body: list[list[str]]) -> str:
+    """Columns padded to their widest cell, a rule under the header."""
+    widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() for cells in body]
+    return "\n".join(lines)
+
+
+def render_table(report: Report) -> str:
+    lines = [aligned(headers(report), [_cells(report, row) for row in report.rows])]
     lines += [f"note: {note}" for note in report.notes]
     return "\n".join(lines)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from labctl import api
 from labctl.cli.output import say
+from labctl.errors import UserError
 
 DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
 RUN = typer.Option(None, "--run", help="run id (default: newest)")
@@ -22,10 +23,23 @@ def report(db: Path = DB, run: Optional[int] = RUN,
            metric: Optional[str] = typer.Option(None, "--metric",
                                                 help="metric to summarize (default mpps, or ndr_mpps for NDR runs)"),
            plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table"),
-           host: Optional[str] = HOST) -> None:
-    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes."""
+           host: Optional[str] = HOST,
+           trend: Optional[str] = typer.Option(None, "--trend", metavar="PROFILE",
+                                               help="the metric across every run of PROFILE, a row per run"),
+           config: Optional[List[str]] = typer.Option(None, "--config", metavar="KNOB=VALUE",
+                                                      help="with --trend: only configurations with this value")) -> None:
+    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes. With --trend,
+    a profile's runs in time order: median, CI, n, change against the first run, environment changes."""
     from labctl.analysis.renderers import check_format
 
+    if trend is not None:
+        if run is not None or by is not None:
+            raise UserError(f"--{'run' if run is not None else 'by'}: not with --trend (a trend reads every run)")
+        api.check_view_format(fmt, "a trend")
+        typer.echo(api.render_trend(api.trend(db, trend, metric, config, host), fmt))
+        return
+    if config:
+        raise UserError("--config: only with --trend PROFILE (allowed: --trend PROFILE --config KNOB=VALUE)")
     check_format(fmt)
     typer.echo(api.render_report(api.report(db, run, by, metric, host), fmt, terminal_plot=plot))
 

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import psutil
@@ -417,6 +418,43 @@ def test_ci_playbook_collects_the_artefacts(request):
     assert "| guest.nics.*.rx_queue_size |" in (host.artifacts / "report.md").read_text()
     lines = (host.artifacts / "trials.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["env"]["host"] == "ci" for line in lines)
+
+
+def test_ci_playbook_fails_the_job_on_a_regression_against_its_baseline(request):
+    """Two jobs: the first one's trials.jsonl, with every rate made 10 times higher, is the second one's
+    baseline (what a team commits as ci/baselines/HOST.jsonl): the second job's sweep regressed by 90%
+    in both configurations, so the host fails with the verdict, and compare.xml, compare.txt and the
+    history's trend.txt are kept."""
+    base = private_dir("labctl-fleet-ci-compare-", request)
+    name = f"fleet-cmp-{secrets.token_hex(3)}"
+    profile = tiny_profile(base / "ci.yaml", name)
+    inventory = base / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"ci": local_connection(base)}}}))
+    history = base / "history.db"
+    group_vars = {"labctl_prepare": False, "labctl_exe": LABCTL, "labctl_chdir": str(ROOT),
+                  "labctl_work": str(base / "work"), "labctl_profile": str(profile),
+                  "labctl_ci_args": ["--repeat", "5"], "labctl_history_db": str(history),
+                  "labctl_baseline": str(base / "missing.jsonl"),
+                  "labctl_env": {f"LABCTL_{k}_DIR": str(base / k.lower()) for k in ("STATE", "RUN", "LOG")}}
+    first = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=base / "fleet")
+    (host,) = first.hosts
+    assert host.status == "ok", host.reason
+    assert not (host.artifacts / "compare.xml").exists()  # no baseline file: not compared
+    baseline = base / "baseline.jsonl"
+    lines = [json.loads(line) for line in (host.artifacts / "trials.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["metrics"]["mpps"] *= 10
+    baseline.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    second = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, {**group_vars, "labctl_baseline": str(baseline)},
+                          data_dir=base / "fleet")
+    (host,) = second.hosts
+    assert host.status == "failed" and "labctl compare: verdict: 2 regressions" in host.reason
+    root = ET.parse(host.artifacts / "compare.xml").getroot()
+    assert root.get("failures") == "2" and len(root.findall("./testsuite/testcase")) == 2
+    assert "-> exit 1" in (host.artifacts / "compare.txt").read_text()
+    trend = (host.artifacts / "trend.txt").read_text()
+    assert trend.startswith(f"trend of {name}: mpps")
+    assert len([line for line in trend.splitlines() if " UTC " in line]) == 4  # 2 jobs x 2 configurations
 
 
 # --- the runner job itself: cancel, and a playbook that cannot run -------------------------------------

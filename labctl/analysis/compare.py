@@ -1,0 +1,528 @@
+"""Regressions as a verdict: a candidate run against a baseline run, configuration by configuration.
+
+The two runs' trials are paired by their configuration (:func:`labctl.results.record.config_key`: every
+knob, defaults included). Each pair gets the change of the metric's median with its bootstrap interval
+(:func:`labctl.analysis.statistics.compare`, the interval the reports and the advisor use) and one of
+:data:`VERDICTS`. With T the threshold (default 5%) and "bad" meaning lower for rates, higher for loss,
+latency, drops and cycles per packet (:func:`lower_is_better`):
+
+``regression``
+    the *whole* interval lies beyond T in the bad direction (below -T for a rate);
+``progression``
+    the whole interval lies beyond T in the good direction;
+``no change``
+    the whole interval lies within ±T: any change is smaller than the threshold;
+``cannot tell``
+    anything else, with the reason (``ConfigVerdict.cause``, one of :data:`CAUSES`): the configuration
+    is in one run only; a side has no successful trial with the metric; the trials ran on a different
+    host, accelerator or lab (those change what is measured, not how well the software does); the
+    baseline holds zeros (no relative change); fewer than :data:`~labctl.analysis.statistics.MIN_TRIALS`
+    trials, or too few for the confidence a verdict needs (below); a side is two-band (a median of two
+    bands depends on how many trials fell in each); the interval is wider than ±T on both sides
+    (noisy); or it excludes 0 but reaches inside T (undecided).
+
+Why the interval and the threshold, not the point estimate: on a noisy host a median 12% lower with an
+interval of [-40%, +20%] is not a regression but a measurement that cannot tell, and a CI job that
+fails on it cries wolf. The threshold keeps real but small changes from failing a job. "no change" is a
+claim too (an equivalence test: the interval inside ±T), so a wide interval is "cannot tell", never
+"no change": a job on this host passes, but it does not pretend it would have seen a 5% regression.
+
+Why a family-wise confidence: a job fails when *any* configuration regresses, so every configuration
+compared is one more chance for noise to fail it. Each interval is taken at
+``1 - (1 - 0.95) / m`` for m configurations compared (Bonferroni, as the advisor does over a knob's
+values), which holds the chance that noise alone fails the job, or passes a progression, under 5%.
+
+Why some repeats cannot give a verdict: with n_b vs n_c trials the interval of a bootstrap of medians
+cannot be wider than the extremes, so even trials that do not overlap at all (every candidate trial
+below every baseline trial) happen by chance with probability 1 / C(n_b + n_c, n_b) on one side: 5% for
+3 vs 3, 1.4% for 4 vs 4, 0.4% for 5 vs 5. A regression or progression needs that floor to be within
+the interval's one-sided error, (1 - confidence) / 2; otherwise the verdict is "cannot tell" and says
+how many repeats would do (3 vs 3 never can; 5 vs 5 can for up to 6 configurations).
+
+Measured on planted re-measurements with no change (3 configurations of normal noise, 200 seeds each,
+``tests/unit/analysis/test_compare.py``): no false regression at cv 3% with 3, 5 or 8 trials a side,
+3 of 200 at cv 30% (this host's scatter) with 5 or 8. A 95% interval per configuration without the
+floor failed 12% of such jobs at 3 vs 3 and cv 30% (4 configurations). The price is power: a 12%
+slowdown of one configuration at cv 3% was found (alone) in 159 of 200 seeds with 5 trials a side and
+195 with 8; at cv 30% in 2% of them, as it should be: that noise cannot show 12%.
+
+What changed between the runs' environments (every :class:`~labctl.results.record.Environment` field:
+QEMU, libvirt, DPDK, kernel, CPU model, accelerator, pins, ...) is listed with the verdicts
+(:func:`env_changes`): those are what a CI job upgrades, and what a regression is to be read against.
+
+Everything here is pure: records in, a :class:`Comparison` out (the bootstrap is seeded).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
+from labctl.analysis.renderers import aligned
+from labctl.errors import UserError
+from labctl.analysis.statistics import DEFAULT_RESAMPLES, HIGH_CV, MIN_TRIALS, Delta, compare, summarize
+from labctl.host.steadiness import unsteady_warning
+from labctl.profile.knobs import short_label
+from labctl.results.codecs import SCALAR_METRICS
+from labctl.results.record import Environment, TrialRecord
+
+__all__ = [
+    "DEFAULT_THRESHOLD_PCT", "CONFIDENCE", "VERDICTS", "CAUSES", "NOT_COMPARED", "EnvChange", "Side",
+    "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
+    "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
+    "render_comparison", "format_time",
+]
+
+#: A regression must be larger than this (in per cent of the baseline median), with its whole interval.
+DEFAULT_THRESHOLD_PCT = 5.0
+
+#: The confidence of a whole comparison (every configuration's interval together).
+CONFIDENCE = 0.95
+
+VERDICTS = ("regression", "progression", "no change", "cannot tell")
+
+#: Why a configuration got "cannot tell" (``ConfigVerdict.cause``).
+CAUSES = {
+    "unpaired": "the configuration is in one run only",
+    "no-trials": "a side has no successful trial with the metric",
+    "environment": "the trials ran on a different host, accelerator or lab",
+    "zero-baseline": "the baseline holds zeros: a relative change is undefined",
+    "few-repeats": "too few trials for the confidence a verdict needs",
+    "two-band": "a side is two-band",
+    "noisy": "the interval is wider than the threshold on both sides",
+    "undecided": "the interval excludes 0 but reaches inside the threshold",
+}
+
+#: Scalar metrics that are settings, not outcomes: never compared.
+NOT_COMPARED = ("window_s",)
+
+#: Fewest bootstrap resamples in each tail of an interval (below it the interval is the extremes).
+MIN_TAIL_RESAMPLES = 5
+
+ENV_FIELDS: tuple[str, ...] = tuple(Environment.model_fields)
+_DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
+
+
+def lower_is_better(metric: str) -> bool:
+    """True for metrics where higher is worse: loss (``loss_ratio``), latency (any name that says
+    ``latency`` or ends in a time unit, ``_us``, ``_ns``, ``_ms``), drops (``tx_dropped``, ...) and
+    ``cycles_per_packet`` (more CPU spent per forwarded packet). Rates and counts of forwarded packets
+    are better higher."""
+    name = metric.lower()
+    return ("loss" in name or "latency" in name or "drop" in name or name.endswith(("_us", "_ns", "_ms"))
+            or name == "cycles_per_packet")
+
+
+def metric_value(record: TrialRecord, metric: str) -> float | None:
+    """A trial's value of a scalar metric, or None when it has none (or it is not a finite number)."""
+    value = getattr(record.metrics, metric, None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def measured_metrics(records: Iterable[TrialRecord]) -> list[str]:
+    """The scalar metrics that successful trials among ``records`` measured (a value in at least one)."""
+    ok = [r for r in records if r.status == "ok"]
+    return [m for m in SCALAR_METRICS if m not in NOT_COMPARED and any(metric_value(r, m) is not None for r in ok)]
+
+
+def check_measured(metric: str, groups: Sequence[Sequence[TrialRecord]], where: str) -> None:
+    """UserError unless every group of trials (a run, say) measured ``metric``; the allowed metrics are
+    those measured in all of them. ``where`` names the groups (``runs 1 and 2``)."""
+    allowed = [m for m in SCALAR_METRICS if all(m in measured_metrics(group) for group in groups)]
+    if metric not in allowed:
+        raise UserError(f"--metric {metric}: not measured in {where} (allowed: {', '.join(allowed) or 'none'})")
+
+
+# --------------------------------------------------------------------------------------------------
+# environments
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}"
+    return str(value)
+
+
+def env_values(records: Iterable[TrialRecord], name: str) -> tuple[str, ...]:
+    """The values of one Environment field across ``records`` (sorted, as shown)."""
+    return tuple(sorted({_shown(getattr(r.env, name)) for r in records}))
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    """One Environment field whose values differ between two sets of trials."""
+
+    field: str
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+
+    def format(self) -> str:
+        return f"{self.field}: {', '.join(self.before)} -> {', '.join(self.after)}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def env_changes(before: Sequence[TrialRecord], after: Sequence[TrialRecord]) -> list[EnvChange]:
+    """Every Environment field (host, cpu_model, cores, kernel, qemu, libvirt, dpdk, accel, lab, pins,
+    shared_cores, hugepages) whose values in ``after`` differ from those in ``before``."""
+    changes = []
+    for name in ENV_FIELDS:
+        old, new = env_values(before, name), env_values(after, name)
+        if old != new:
+            changes.append(EnvChange(name, old, new))
+    return changes
+
+
+def _dimension_problem(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str | None:
+    """Why trials of one configuration cannot be compared across host, accelerator or lab, or None."""
+    problems = []
+    for name in ENV_DIMENSIONS:
+        word = _DIMENSION_WORDS[name]
+        old, new = env_values(baseline, name), env_values(candidate, name)
+        for side, values in (("baseline", old), ("candidate", new)):
+            if len(values) > 1:
+                problems.append(f"the {side} mixes {word}s {', '.join(values)}")
+        if len(old) == 1 == len(new) and old != new:
+            problems.append(f"different {word}: {old[0]} vs {new[0]}")
+    return "; ".join(problems) or None
+
+
+# --------------------------------------------------------------------------------------------------
+# verdicts
+
+
+def family_confidence(m: int, confidence: float = CONFIDENCE) -> float:
+    """Each interval's confidence when ``m`` are judged together (Bonferroni)."""
+    return 1.0 - (1.0 - confidence) / max(1, m)
+
+
+def _floor(n_b: int, n_c: int) -> float:
+    """Chance that n_c candidate trials all fall below n_b baseline trials with no change at all."""
+    return 1.0 / math.comb(n_b + n_c, n_b)
+
+
+def repeats_needed(confidence: float) -> int:
+    """Fewest trials per side (the same on both) whose one-sided floor reaches ``confidence``."""
+    n = MIN_TRIALS
+    while _floor(n, n) > (1.0 - confidence) / 2:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    reason: str
+    cause: str | None = None  # a key of CAUSES for "cannot tell"
+
+
+def judge(delta: Delta, threshold_pct: float, lower_better: bool) -> Judgement:
+    """The verdict on one :func:`~labctl.analysis.statistics.compare` result (see the module docstring);
+    ``delta.confidence`` is the confidence the verdict needs (:func:`family_confidence`)."""
+    if delta.verdict == "inconclusive" or delta.ci_low_pct is None or delta.ci_high_pct is None:
+        few = min(delta.n_baseline, delta.n_candidate) < MIN_TRIALS
+        return Judgement("cannot tell", delta.reason, "few-repeats" if few else "two-band")
+    low, high, t = delta.ci_low_pct, delta.ci_high_pct, threshold_pct
+    interval = f"{100 * delta.confidence:.4g}% interval {delta.format()}"
+    bad, good = ("+", "-") if lower_better else ("-", "+")
+    worse, better = (low > t, high < -t) if lower_better else (high < -t, low > t)
+    if worse or better:
+        floor = _floor(delta.n_baseline, delta.n_candidate)
+        if floor > (1.0 - delta.confidence) / 2:
+            return Judgement("cannot tell", (
+                f"{'worse' if worse else 'better'} beyond {bad if worse else good}{t:g}% ({interval}), but "
+                f"n={delta.n_baseline} vs {delta.n_candidate} cannot reach {100 * delta.confidence:.4g}%: "
+                f"trials that do not overlap at all still happen by chance with p={floor:.2%}; repeat "
+                f"{repeats_needed(delta.confidence)} times or more"), "few-repeats")
+        if worse:
+            return Judgement("regression", f"the whole {interval} lies beyond {bad}{t:g}%")
+        return Judgement("progression", f"the whole {interval} lies beyond {good}{t:g}%")
+    if -t <= low and high <= t:
+        return Judgement("no change", f"the whole {interval} lies within ±{t:g}%")
+    if low > 0 or high < 0:
+        direction = "worse" if (low > 0) == lower_better else "better"
+        side = bad if direction == "worse" else good
+        return Judgement("cannot tell", f"{direction}: the {interval} excludes 0 but does not lie wholly "
+                                        f"beyond {side}{t:g}%; repeat to decide", "undecided")
+    return Judgement("cannot tell", f"too noisy: the {interval} reaches past both -{t:g}% and +{t:g}%, so "
+                                    f"n={delta.n_baseline} vs {delta.n_candidate} cannot tell a {t:g}% change; "
+                                    "repeat more (--repeat) or quiet the host", "noisy")
+
+
+def delta_of(baseline: Sequence[float], candidate: Sequence[float], metric: str, confidence: float) -> Delta:
+    """:func:`~labctl.analysis.statistics.compare` at ``confidence``, in the metric's direction, with
+    enough resamples for :data:`MIN_TAIL_RESAMPLES` in each tail."""
+    tail = (1.0 - confidence) / 2
+    resamples = max(DEFAULT_RESAMPLES, math.ceil(MIN_TAIL_RESAMPLES / tail))
+    return compare(baseline, candidate, confidence, higher_is_better=not lower_is_better(metric),
+                   n_resamples=resamples)
+
+
+@dataclass
+class Side:
+    """One run's trials of one configuration: the successful ones summarized, the failed ones counted."""
+
+    run: int | None
+    n: int
+    failed: int
+    median: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    cv: float | None = None
+    trials: list[int] = field(default_factory=list)
+
+    def format(self) -> str:
+        if self.median is None:
+            return f"- (n=0, {self.failed} failed)" if self.failed else "-"
+        ci = "[no CI]" if self.ci_low is None else f"[{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        return f"{self.median:.3f} {ci} n={self.n}"
+
+
+def side_of(run: int | None, records: Sequence[TrialRecord], metric: str) -> tuple[Side, list[float]]:
+    """The Side of ``records`` for ``metric`` (median with its 95% CI) and the values it summarizes."""
+    ok = [r for r in records if r.status == "ok" and metric_value(r, metric) is not None]
+    values = [metric_value(r, metric) for r in ok]
+    side = Side(run, len(ok), sum(r.status == "failed" for r in records), trials=[r.id for r in ok if r.id])
+    if values:
+        summary = summarize(values)
+        side.median, side.ci_low, side.ci_high, side.cv = summary.median, summary.ci_low, summary.ci_high, summary.cv
+    return side, values
+
+
+@dataclass
+class ConfigVerdict:
+    """The verdict on one configuration (``key``: its config key, ``label``: its varying knobs)."""
+
+    key: str
+    label: str
+    knobs: dict[str, Any]
+    verdict: str
+    reason: str
+    baseline: Side | None
+    candidate: Side | None
+    change_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    confidence: float | None = None
+    p_value: float | None = None
+    notes: list[str] = field(default_factory=list)
+    cause: str | None = None  # for "cannot tell": a key of CAUSES
+
+    @property
+    def change(self) -> str:
+        if self.change_pct is None:
+            return "-"
+        if self.ci_low_pct is None:
+            return f"{self.change_pct:+.1f}% [n/a]"
+        return f"{self.change_pct:+.1f}% [{self.ci_low_pct:+.1f}, {self.ci_high_pct:+.1f}]"
+
+    def figures(self, metric: str) -> str:
+        """E.g. ``mpps 8.112 [7.900, 8.300] n=5 -> 7.140 [...] n=5: -12.0% [-14.1, -9.8]``."""
+        base = self.baseline.format() if self.baseline else "-"
+        cand = self.candidate.format() if self.candidate else "-"
+        return f"{metric} {base} -> {cand}: {self.change}"
+
+    def apply(self, delta: Delta, judgement: Judgement) -> None:
+        self.change_pct, self.ci_low_pct, self.ci_high_pct = delta.change_pct, delta.ci_low_pct, delta.ci_high_pct
+        self.confidence, self.p_value = delta.confidence, delta.p_value
+        self.verdict, self.reason, self.cause = judgement.verdict, judgement.reason, judgement.cause
+
+
+def _precheck(item: ConfigVerdict, metric: str, b_values: list[float], base: Sequence[TrialRecord],
+              cand: Sequence[TrialRecord]) -> bool:
+    """Note failed trials, TCG, shared cores and scatter; settle the verdicts that need no statistics
+    (as "cannot tell"). True when the pair is to be compared."""
+    for side, name in ((item.baseline, "baseline"), (item.candidate, "candidate")):
+        if side.failed:
+            item.notes.append(f"{side.failed} {name} trial{'s' * (side.failed > 1)} failed")
+        if side.cv is not None and side.cv > HIGH_CV:
+            item.notes.append(f"{name} cv {side.cv:.0%}")
+    records = [*base, *cand]
+    if any(r.env.accel == "tcg" for r in records):
+        item.notes.append("TCG: functional, not representative")
+    if any(r.env.shared_cores for r in records):
+        item.notes.append("shared cores")
+    missing = [name for side, name in ((item.baseline, "baseline"), (item.candidate, "candidate")) if side.n == 0]
+    problem = _dimension_problem(base, cand)
+    if missing:
+        item.reason = " and ".join(f"the {name} has no successful trial with {metric}" for name in missing)
+        item.cause = "no-trials"
+    elif problem:
+        item.reason, item.cause = problem + ": compare runs of one host, accelerator and lab", "environment"
+    elif min(b_values) <= 0:
+        item.reason = f"the baseline holds {metric} values of 0: a relative change is undefined"
+        item.cause = "zero-baseline"
+    return item.cause is None
+
+
+# --------------------------------------------------------------------------------------------------
+# the comparison
+
+
+@dataclass
+class Comparison:
+    """Every configuration's verdict, the environment changes and notes; ``exit_code`` 1 on a regression."""
+
+    metric: str
+    threshold_pct: float
+    lower_is_better: bool
+    confidence: float  # each interval's (family-wise over the configurations compared)
+    baseline: dict[str, Any]  # the run: id, profile_name, host, created_at, db
+    candidate: dict[str, Any]
+    env_changes: list[EnvChange]
+    items: list[ConfigVerdict]
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, verdict: str) -> int:
+        return sum(item.verdict == verdict for item in self.items)
+
+    @property
+    def regressions(self) -> list[ConfigVerdict]:
+        return [item for item in self.items if item.verdict == "regression"]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.regressions else 0
+
+    def summary(self) -> str:
+        """E.g. ``1 regression, 0 progressions, 3 no change, 0 cannot tell``."""
+        plural = {"regression": "regressions", "progression": "progressions"}
+        return ", ".join(f"{n} {verdict if n == 1 else plural.get(verdict, verdict)}"
+                         for verdict, n in ((v, self.count(v)) for v in VERDICTS))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric, "threshold_pct": self.threshold_pct, "lower_is_better": self.lower_is_better,
+            "confidence": self.confidence, "baseline": self.baseline, "candidate": self.candidate,
+            "env_changes": [asdict(c) for c in self.env_changes],
+            "verdicts": [{**asdict(item), "change": item.change} for item in self.items],
+            "counts": {verdict: self.count(verdict) for verdict in VERDICTS},
+            "exit_code": self.exit_code, "notes": self.notes,
+        }
+
+
+def _by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
+    out: dict[str, list[TrialRecord]] = {}
+    for record in records:
+        out.setdefault(record.config_key, []).append(record)
+    return out
+
+
+def _unpaired_note(base: dict[str, list[TrialRecord]], cand: dict[str, list[TrialRecord]]) -> str | None:
+    """When no configuration pairs: the knobs whose values differ between the runs (a changed profile,
+    or a labctl that records a new knob), so the user sees why."""
+    if set(base) & set(cand) or not base or not cand:
+        return None
+    b_records = [r for group in base.values() for r in group]
+    c_records = [r for group in cand.values() for r in group]
+    differ = []
+    for knob in dict.fromkeys(k for r in (*b_records, *c_records) for k in r.config):
+        old = sorted({repr(r.config.get(knob, "absent")) for r in b_records})
+        new = sorted({repr(r.config.get(knob, "absent")) for r in c_records})
+        if not set(old) & set(new):
+            differ.append(f"{knob} ({', '.join(old)} vs {', '.join(new)})")
+    shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
+    return "no configuration of the baseline recurs in the candidate" + (f": knobs that differ: {shown}" if differ else "")
+
+
+def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], metric: str = "mpps",
+                 threshold_pct: float = DEFAULT_THRESHOLD_PCT, baseline_run: dict[str, Any] | None = None,
+                 candidate_run: dict[str, Any] | None = None) -> Comparison:
+    """Pair the configurations of two runs' trials (every status) and give each a verdict.
+
+    ``baseline_run``/``candidate_run`` describe the runs (id, profile_name, host, created_at, db) for the
+    output. Configurations are listed in the order of their knob values."""
+    base, cand = _by_key(baseline), _by_key(candidate)
+    ok = [r for r in (*baseline, *candidate) if r.status == "ok"]
+    knobs = [k for k in varying_knobs(ok) if not k.startswith("env.")]
+    b_id, c_id = (baseline_run or {}).get("id"), (candidate_run or {}).get("id")
+    items: list[ConfigVerdict] = []
+    pending: list[tuple[ConfigVerdict, list[float], list[float]]] = []
+    for key in [*base, *(k for k in cand if k not in base)]:
+        example = (base.get(key) or cand[key])[0]
+        values = {k: knob_value(example, k) for k in knobs}
+        label = short_label(values.items(), " ") or str(example.config.get("name", "all"))
+        b_records, c_records = base.get(key, []), cand.get(key, [])
+        (b_side, b_values), (c_side, c_values) = side_of(b_id, b_records, metric), side_of(c_id, c_records, metric)
+        item = ConfigVerdict(key, label, values, "cannot tell", "", b_side if b_records else None,
+                             c_side if c_records else None)
+        items.append(item)
+        if not b_records or not c_records:
+            item.reason, item.cause = f"not in the {'candidate' if b_records else 'baseline'} run", "unpaired"
+        elif _precheck(item, metric, b_values, b_records, c_records):
+            pending.append((item, b_values, c_values))
+    confidence = family_confidence(len(pending))
+    for item, b_values, c_values in pending:
+        delta = delta_of(b_values, c_values, metric, confidence)
+        item.apply(delta, judge(delta, threshold_pct, lower_is_better(metric)))
+    items.sort(key=lambda item: tuple(sort_key(item.knobs[k]) for k in knobs))
+    notes = []
+    unpaired = _unpaired_note(base, cand)
+    if unpaired:
+        notes.append(unpaired)
+    if len(pending) > 1:
+        notes.append(f"{len(pending)} configurations compared: each interval at {100 * confidence:.4g}%, so that "
+                     f"noise alone fails the whole comparison less than {1 - CONFIDENCE:.0%} of the time")
+    noisy = sum(i.cause == "noisy" for i in items)
+    if noisy:
+        notes.append(f"{noisy} of {len(items)} configurations are too noisy to tell a {threshold_pct:g}% change "
+                     "either way: they do not fail the job, and they do not show that nothing regressed")
+    unsteady = sum(unsteady_warning(r.warnings) is not None for r in ok)
+    if unsteady:
+        notes.append(f"{unsteady} of {len(ok)} trials ran on a host measured unsteady before their sweep")
+    return Comparison(metric, threshold_pct, lower_is_better(metric), confidence, baseline_run or {"id": b_id},
+                      candidate_run or {"id": c_id}, env_changes(baseline, candidate), items, notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# text
+
+
+def format_time(t: float | None) -> str:
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def _run_line(role: str, run: dict[str, Any]) -> str:
+    parts = [p for p in (run.get("profile_name"), run.get("host") and f"host {run['host']}",
+                         run.get("created_at") and format_time(run["created_at"]),
+                         run.get("db") and str(run["db"])) if p]
+    return f"{role} run {run.get('id')}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def render_comparison(comparison: Comparison) -> str:
+    """The comparison as text: the runs, what changed in their environments, one row per configuration,
+    the reason of every verdict but "no change", and notes."""
+    c = comparison
+    lines = [_run_line("baseline: ", c.baseline), _run_line("candidate:", c.candidate)]
+    if c.env_changes:
+        lines.append("environment changes:")
+        lines += [f"  {change.format()}" for change in c.env_changes]
+    else:
+        lines.append("environment changes: none (" + ", ".join(ENV_FIELDS) + " are the same)")
+    direction = "higher is worse" if c.lower_is_better else "higher is better"
+    lines.append(f"metric {c.metric} ({direction}); a regression's whole interval lies beyond "
+                 f"{'+' if c.lower_is_better else '-'}{c.threshold_pct:g}%")
+    lines.append("")
+    head = ["configuration", f"baseline {c.metric} [95% CI]", f"candidate {c.metric} [95% CI]",
+            f"change [{100 * c.confidence:.4g}% CI]", "verdict", "notes"]
+    body = [[item.label, item.baseline.format() if item.baseline else "-",
+             item.candidate.format() if item.candidate else "-", item.change, item.verdict, "; ".join(item.notes)]
+            for item in c.items]
+    lines.append(aligned(head, body))
+    why = [item for item in c.items if item.verdict != "no change"]
+    if why:
+        lines.append("")
+        lines += [f"{item.label}: {item.verdict}: {item.reason}" for item in why]
+    lines.append("")
+    lines.append(f"verdict: {c.summary()} -> exit {c.exit_code}")
+    lines += [f"note: {note}" for note in c.notes]
+    return "\n".join(lines)

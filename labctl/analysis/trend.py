@@ -1,0 +1,156 @@
+"""A metric across the runs of one profile: one row per run, oldest first, so that a slow drift shows.
+
+A regression check compares two runs; a drift of -2% a release passes every such check and is -10% in
+five. The trend lists, per configuration, every run of the profile in the store with the median, its
+95% CI and n, the change against the series' first run with the verdict of
+:func:`labctl.analysis.compare.judge` (the same rules and family-wise confidence as ``labctl compare``),
+and the environment fields that changed since the previous row (a QEMU, DPDK or kernel upgrade), so a
+step can be read against what changed.
+
+Trials belong to a profile by the profile name they recorded (the ``name`` knob), so imported runs
+(a CI job's JSONL, another host's) join the trend whatever their run is called. A series never mixes
+hosts, accelerators or labs: each such combination is its own series. Rows are in the order the runs
+were measured (their first trial's start; the run's creation time for runs without one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from labctl.analysis.compare import (
+    DEFAULT_THRESHOLD_PCT, EnvChange, Side, check_measured, delta_of, env_changes, family_confidence, format_time,
+    judge, lower_is_better, side_of,
+)
+from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
+from labctl.analysis.renderers import aligned
+from labctl.errors import UserError
+from labctl.profile.knobs import short_label
+from labctl.results.record import TrialRecord
+
+
+@dataclass
+class TrendRow:
+    run_id: int | None
+    measured_at: float | None
+    side: Side
+    change: str = "-"  # against the series' first run, "-2.1% [-6.0, +1.9]"
+    verdict: str | None = None
+    reason: str | None = None
+    env_changes: list[EnvChange] = field(default_factory=list)  # against the previous row
+
+
+@dataclass
+class TrendSeries:
+    label: str
+    knobs: dict[str, Any]
+    env: dict[str, Any]  # host, accel, lab
+    rows: list[TrendRow]
+
+
+@dataclass
+class Trend:
+    profile: str
+    metric: str
+    threshold_pct: float
+    confidence: float
+    selection: dict[str, Any]
+    series: list[TrendSeries]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _select(records: list[TrialRecord], profile: str, selection: dict[str, Any]) -> list[TrialRecord]:
+    """The profile's trials with every ``knob=value`` of ``selection``; UserError names what is allowed."""
+    knobs = [k for k in varying_knobs([r for r in records if r.status == "ok"]) if not k.startswith("env.")]
+    for knob, value in selection.items():
+        values = {knob_value(r, knob) for r in records} - {None}
+        if not values:
+            raise UserError(f"--config {knob}: not a knob of {profile}'s trials "
+                            f"(allowed: {', '.join(knobs) or 'none: every trial has the same configuration'})")
+        if value not in values:
+            shown = ", ".join(str(v) for v in sorted(values, key=sort_key))
+            raise UserError(f"--config {knob}={value}: no trial of {profile} has that value (allowed: {shown})")
+        records = [r for r in records if knob_value(r, knob) == value]
+    return records
+
+
+def build_trend(records: Sequence[TrialRecord], profile: str, metric: str = "mpps",
+                selection: dict[str, Any] | None = None, run_times: dict[int, float] | None = None,
+                threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Trend:
+    """The trend of ``metric`` over the runs of ``profile`` among ``records`` (every trial of a store, any
+    status). ``selection``: knob -> value the configurations must have; ``run_times``: run id -> its
+    creation time, for runs whose trials have no start time."""
+    selection = selection or {}
+    profiles = sorted({str(r.config.get("name")) for r in records if r.config.get("name") is not None})
+    mine = [r for r in records if r.config.get("name") == profile]
+    if not mine:
+        raise UserError(f"--trend {profile}: no trials of that profile (allowed: {', '.join(profiles) or 'none'})")
+    check_measured(metric, [mine], f"the trials of {profile}")
+    mine = _select(mine, profile, selection)
+    knobs = [k for k in varying_knobs([r for r in mine if r.status == "ok"]) if not k.startswith("env.")]
+    groups: dict[tuple, dict[int | None, list[TrialRecord]]] = {}
+    for record in mine:
+        key = (record.config_key, *(getattr(record.env, d) for d in ENV_DIMENSIONS))
+        groups.setdefault(key, {}).setdefault(record.run_id, []).append(record)
+
+    def measured_at(run_id: int | None, trials: list[TrialRecord]) -> float | None:
+        starts = [r.started_at for r in trials if r.started_at is not None]
+        return min(starts) if starts else (run_times or {}).get(run_id)
+
+    series: list[TrendSeries] = []
+    pending: list[tuple[TrendRow, list[float], list[float]]] = []
+    for (key, *env), by_run in groups.items():
+        example = next(iter(by_run.values()))[0]
+        values = {k: knob_value(example, k) for k in knobs}
+        ordered = sorted(by_run.items(), key=lambda item: (measured_at(*item) or 0.0, item[0] or 0))
+        rows, first, previous = [], None, None
+        for run_id, trials in ordered:
+            side, vals = side_of(run_id, trials, metric)
+            row = TrendRow(run_id, measured_at(run_id, trials), side)
+            if previous is not None:
+                row.env_changes = env_changes(previous, trials)
+            if first is None and vals:
+                first = vals
+            elif vals and min(first) > 0:
+                pending.append((row, first, vals))
+            previous = trials
+            rows.append(row)
+        series.append(TrendSeries(short_label(values.items(), " ") or profile, values,
+                                  dict(zip(ENV_DIMENSIONS, env)), rows))
+    confidence = family_confidence(len(pending))
+    for row, first, vals in pending:
+        delta = delta_of(first, vals, metric, confidence)
+        judgement = judge(delta, threshold_pct, lower_is_better(metric))
+        row.change, row.verdict, row.reason = delta.format(), judgement.verdict, judgement.reason
+    series.sort(key=lambda s: (tuple(sort_key(s.knobs[k]) for k in knobs), tuple(map(str, s.env.values()))))
+    notes = [f"{len(pending)} changes against the first run judged together: each interval at "
+             f"{100 * confidence:.4g}%"] if len(pending) > 1 else []
+    return Trend(profile, metric, threshold_pct, confidence, selection, series, notes)
+
+
+def render_trend(trend: Trend) -> str:
+    """The trend as text: a table per configuration (and host, accelerator, lab), a row per run."""
+    direction = "higher is worse" if lower_is_better(trend.metric) else "higher is better"
+    lines = [f"trend of {trend.profile}: {trend.metric} ({direction}) per run, oldest first; 'vs first': the "
+             f"change against the series' first run ({100 * trend.confidence:.4g}% CI, threshold "
+             f"{trend.threshold_pct:g}%); '*': the environment changed since the row above"]
+    for s in trend.series:
+        env = ", ".join(f"{k} {v}" for k, v in s.env.items() if v is not None)
+        lines += ["", f"{s.label}" + (f" ({env})" if env else "")]
+        head = ["run", "measured", f"median {trend.metric}", "95% CI", "n", "vs first", "verdict", "changes"]
+        body = []
+        for row in s.rows:
+            side = row.side
+            ci = "-" if side.ci_low is None else f"[{side.ci_low:.3f}, {side.ci_high:.3f}]"
+            changes = "; ".join(c.format() for c in row.env_changes)
+            body.append([f"{'*' if row.env_changes else ' '}{row.run_id}", format_time(row.measured_at),
+                         "-" if side.median is None else f"{side.median:.3f}", ci,
+                         f"{side.n}" + (f" ({side.failed} failed)" if side.failed else ""),
+                         row.change, row.verdict or "-", changes or "-"])
+        lines.append(aligned(head, body))
+    lines += [f"note: {note}" for note in trend.notes]
+    return "\n".join(lines)

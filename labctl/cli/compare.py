@@ -1,0 +1,39 @@
+"""The regression check: compare (a candidate run against a baseline run, a verdict per configuration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from labctl import api
+from labctl.cli.output import say
+
+
+def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store of the candidate run"),
+            baseline: Optional[int] = typer.Option(None, "--baseline", metavar="RUN",
+                                                   help="baseline run id (default with --baseline-db: its newest)"),
+            candidate: Optional[int] = typer.Option(None, "--candidate", metavar="RUN",
+                                                    help="candidate run id (default: the newest of --db)"),
+            baseline_db: Optional[Path] = typer.Option(None, "--baseline-db",
+                                                       help="store of the baseline run (default: --db)"),
+            metric: str = typer.Option("mpps", "--metric", help="metric to compare (mpps, gbps, loss_ratio, ...)"),
+            threshold: Optional[float] = typer.Option(None, "--threshold", metavar="PCT",
+                                                      help="smallest change that counts, in per cent (default 5)"),
+            as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON"),
+            junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE",
+                                                 help="also write a JUnit XML report (one testcase per configuration)")
+            ) -> None:
+    """Compare a candidate run with a baseline run: per configuration the change with its interval and a
+    verdict; exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input."""
+    result = api.compare(db, baseline, candidate, metric, threshold, junit, baseline_db)
+    typer.echo(api.render_comparison(result, "json" if as_json else "table"))
+    if junit is not None:
+        say(f"wrote {junit}")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(compare)
