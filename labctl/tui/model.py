@@ -154,11 +154,12 @@ def progress_of_run(run: dict[str, Any], records: Iterable[Any]) -> Progress:
 
 
 def watched_run(runs: list[dict[str, Any]], mine: int | None = None) -> dict[str, Any] | None:
-    """The run the Sweep screen follows: this TUI's own, else the newest running one, else the newest."""
+    """The run the Sweep screen follows: this TUI's own while it runs; else one another process is
+    writing (the newest running); else this TUI's last; else the newest."""
     by_id = {r["id"]: r for r in runs}
-    if mine is not None and mine in by_id:
+    running = [r for r in runs if r.get("status") == "running" and r["id"] != mine]
+    if mine in by_id and (by_id[mine].get("status") == "running" or not running):
         return by_id[mine]
-    running = [r for r in runs if r.get("status") == "running"]
     return (running or runs or [None])[-1]
 
 

@@ -31,6 +31,8 @@ class ResultsScreen(LabScreen):
         self.marks: dict[str, str] = {}  # row key -> "A" | "B"
         self.shown_run: int | None = None
         self.runs: list[dict[str, Any]] = []
+        self.highlighted: model.ConfigRow | None = None
+        self.shown_count = (0, 0)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -127,9 +129,20 @@ class ResultsScreen(LabScreen):
             configs.add_row(Text(mark, style="bold magenta" if mark == "A" else "bold cyan"), *cells, key=row.key)
         if rows:
             configs.move_cursor(row=min(cursor, len(rows) - 1))
-        shown = f"{len(rows)} of {len(self.table.rows)} configurations" if len(rows) != len(self.table.rows) \
-            else f"{len(rows)} configurations"
-        self._say("#notes", "\n".join([f"run {self.shown_run}: {shown}"] + [f"note: {n}" for n in self.table.notes]))
+        self.shown_count = (len(rows), len(self.table.rows))
+        self.show_notes()
+
+    def show_notes(self) -> None:
+        """The run and how many rows are shown, the highlighted row's notes, the report's notes."""
+        if self.table is None:
+            return
+        shown, total = self.shown_count
+        lines = [f"run {self.shown_run}: " + (f"{shown} of {total} configurations" if shown != total
+                                              else f"{total} configurations")]
+        if self.highlighted is not None and self.highlighted.notes:
+            lines.append(f"{self.highlighted.label}: {'; '.join(self.highlighted.notes)}")
+        lines += [f"note: {n}" for n in self.table.notes]
+        self._say("#notes", "\n".join(lines))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
@@ -147,15 +160,10 @@ class ResultsScreen(LabScreen):
         self.redraw_configs()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id != "configs" or self.table is None or event.row_key.value is None:
+        if event.data_table.id != "configs" or self.table is None:
             return
-        row = next((r for r in self.table.rows if r.key == event.row_key.value), None)
-        if row is not None and row.notes:
-            self.notify_row(row)
-
-    def notify_row(self, row: model.ConfigRow) -> None:
-        self._say("#notes", f"{row.label}: {'; '.join(row.notes)}\n" +
-                  "\n".join(f"note: {n}" for n in (self.table.notes if self.table else [])))
+        self.highlighted = next((r for r in self.table.rows if r.key == event.row_key.value), None)
+        self.show_notes()
 
     def action_sort(self, reverse: bool = False) -> None:
         if self.table is None:

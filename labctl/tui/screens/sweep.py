@@ -203,7 +203,7 @@ class SweepScreen(LabScreen):
             self._poll_again = True
             return
         self._polling, self._poll_again = True, False
-        mine = self.progress.run_id if self.scope is not None else None
+        mine = self.progress.run_id if self.progress.source == "here" else None
         self.call_api(read_store, self.lab.db, mine, self.seen, done=self.show_store, group="poll",
                       exclusive=False, failed=lambda exc: self.show_store(None))
 
@@ -215,11 +215,11 @@ class SweepScreen(LabScreen):
             return
         self.seen = view.seen
         self.query_one("#bars", RateBars).set_bars(view.bars)
-        ours = self.progress.source == "here" and view.progress is not None \
-            and view.progress.run_id == self.progress.run_id
-        if view.progress is not None and self.scope is None and not ours:
+        if view.progress is not None:
             self.lab.stored += 1  # trials landed that this TUI did not run
-            self.progress = view.progress
+            mine = self.progress.source == "here" and self.progress.state != "idle"
+            if self.scope is None and (not mine or view.progress.state == "running"):
+                self.progress = view.progress  # a run another process is writing takes over the screen
         self.redraw()
 
     def redraw(self) -> None:
