@@ -599,3 +599,101 @@ def render_trend(result, fmt: str = "table") -> str:
     from labctl.analysis.trend import render_trend as text
 
     return _text_or_json(result, fmt, "a trend", text)
+
+# --- for faces that draw: the TUI's needs -------------------------------------------------------------
+# Small read-only helpers the Textual face (labctl/tui/) calls instead of reaching below this module.
+
+from labctl.errors import Interrupted, LabError  # noqa: E402  (re-exported: faces catch these)
+
+__all__ += ["LabError", "Interrupted", "describe_host", "describe_nics", "knob_label", "reports",
+            "compare_trials"]
+
+
+def describe_host(result: Doctor) -> list[tuple[str, str]]:
+    """The doctor report as (label, text) lines: cpu, numa, isolated, hugepages, kvm, kernel, each
+    version, each lab backend (``lab NAME``) and, when probed, the steadiness verdict."""
+    from labctl.host.cpuset import format_cpuset
+
+    if not isinstance(result, Doctor):
+        raise TypeError(f"describe_host: expected a Doctor, got {type(result).__name__}")
+    facts = result.facts
+    lines = [
+        ("cpu", f"{facts.cpu_model}, {len(facts.cpus)} online ({format_cpuset(facts.cpus)})"),
+        ("numa", "; ".join(f"node{n}: {format_cpuset(c)}" for n, c in facts.numa_nodes.items())),
+        ("isolated", format_cpuset(facts.isolated) if facts.isolated else "none"),
+        ("hugepages", ", ".join(f"{p.size_kib // 1024} MiB x {p.total} ({p.free} free)" for p in facts.hugepages)),
+        ("kvm", f"{'usable' if facts.kvm.usable else 'not usable'}: {facts.kvm.reason} -> {facts.kvm.accel}"),
+        ("kernel", facts.kernel),
+    ]
+    lines += [(name, version or "not installed") for name, version in facts.versions.items()]
+    lines += [(f"lab {name}", text) for name, text in facts.backends.items()]
+    if result.steadiness is not None:
+        lines.append(("steadiness", result.steadiness.describe()))
+    return lines
+
+
+def describe_nics(nics: list[dict[str, Any]]) -> list[str]:
+    """Requested vs negotiated per NIC (the ``nics`` of :func:`up` or of a :func:`status` entry), one
+    line per NIC, each followed by the reasons for what the guest got differently."""
+    lines = []
+    for nic in nics:
+        req, neg = nic["requested"], nic.get("negotiated") or {}
+        lines.append(f"nic{nic['index']} {req['backend']:<9} {neg.get('ifname') or '?':<5} "
+                     f"queues {req['queues']}->{neg.get('queues')}  rx {req['rx_ring']}->{neg.get('rx_ring')}  "
+                     f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
+        lines += [f"     {reason}" for reason in nic.get("differences") or []]
+    return lines
+
+
+def knob_label(config: dict[str, Any] | Iterable[tuple[str, Any]], sep: str = ", ") -> str:
+    """Knob settings by the last part of their path: ``rx_queue_size=1024, burst=64``."""
+    from labctl.profile.knobs import short_label
+
+    return short_label(config.items() if isinstance(config, dict) else config, sep)
+
+
+def reports(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
+            host: str | None = None) -> dict[str, Any]:
+    """One report (as :func:`report`) per scalar metric the run's successful trials carry, ``mpps``
+    first: a face shows every measured metric (rates, loss, NDR/PDR, latency, ...) per configuration.
+    The trials are read once."""
+    from labctl.analysis.report import build_report
+
+    run_id, records = trials(db, run, host=host)
+    with _store(db) as store:
+        info = store.run(run_id)["info"]
+    present = [m for m in report_metrics() if any(getattr(r.metrics, m) is not None for r in records)]
+    if "mpps" in present:
+        present.remove("mpps")
+        present.insert(0, "mpps")
+    if not present:
+        raise UserError(f"no successful trials in run {run_id} to report")
+    return {m: build_report(records, by, run_id, m, run_info=info) for m in present}
+
+
+LOWER_IS_BETTER = ("loss", "drop", "latency", "cycles")  # metric names where a smaller value is better
+
+
+def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[int], metric: str = "mpps",
+                   run: int | None = None):
+    """Two selections of one run's trials (ids) compared on ``metric``: the change of the candidate's
+    median against the baseline's with its bootstrap 95% interval and a verdict
+    (:func:`labctl.analysis.statistics.compare`; for loss, drops, latency and cycles lower is better)."""
+    from labctl.analysis.statistics import compare
+
+    _check_metric(metric)
+    a, b = set(baseline), set(candidate)
+    if not a or not b:
+        raise UserError("compare: both selections need at least one trial (allowed: trial ids of the run)")
+    if a & b:
+        raise UserError(f"compare: trials {', '.join(map(str, sorted(a & b)))} are in both selections")
+    _run_id, records = trials(db, run)
+    values = {r.id: getattr(r.metrics, metric) for r in records if getattr(r.metrics, metric) is not None}
+    unknown = sorted((a | b) - set(values))
+    if unknown:
+        raise UserError(f"compare: trials {', '.join(map(str, unknown))} have no {metric} in run {_run_id}")
+    lower = any(word in metric for word in LOWER_IS_BETTER)
+    base = [values[i] for i in sorted(a)]
+    if min(base) <= 0:
+        raise UserError(f"compare: the baseline's {metric} includes 0 (allowed: positive values)")
+    return compare(base, [values[i] for i in sorted(b)], higher_is_better=not lower)

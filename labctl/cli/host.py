@@ -8,7 +8,6 @@ import typer
 
 from labctl import api
 from labctl.cli.output import print_json
-from labctl.host.cpuset import format_cpuset
 
 
 def doctor(as_json: bool = typer.Option(False, "--json"),
@@ -21,19 +20,8 @@ def doctor(as_json: bool = typer.Option(False, "--json"),
     if as_json:
         print_json(result.to_dict())
         return
-    facts = result.facts
-    typer.echo(f"cpu:        {facts.cpu_model}, {len(facts.cpus)} online ({format_cpuset(facts.cpus)})")
-    typer.echo("numa:       " + "; ".join(f"node{n}: {format_cpuset(c)}" for n, c in facts.numa_nodes.items()))
-    typer.echo(f"isolated:   {format_cpuset(facts.isolated) if facts.isolated else 'none'}")
-    typer.echo("hugepages:  " + ", ".join(f"{p.size_kib // 1024} MiB x {p.total} ({p.free} free)" for p in facts.hugepages))
-    typer.echo(f"kvm:        {'usable' if facts.kvm.usable else 'not usable'}: {facts.kvm.reason} -> {facts.kvm.accel}")
-    typer.echo(f"kernel:     {facts.kernel}")
-    for name, version in facts.versions.items():
-        typer.echo(f"{name + ':':<11} {version or 'not installed'}")
-    for name, text in facts.backends.items():
-        typer.echo(f"lab {name + ':':<7} {text}")
-    if result.steadiness is not None:
-        typer.echo(f"steadiness: {result.steadiness.describe()}")
+    for label, text in api.describe_host(result):
+        typer.echo(f"{label + ':':<11} {text}")
 
 
 def register(app: typer.Typer) -> None:

@@ -46,13 +46,8 @@ def up(file: Path, uri: Optional[str] = URI,
         say(f"warning: {warning}")
     boot = f", report after {result.boot_s:.1f} s" if result.boot_s else ""
     typer.echo(f"{result.domain}: {result.state} on {result.uri} (domain type {result.domain_type}{boot})")
-    for nic in result.nics:
-        req, neg = nic["requested"], nic["negotiated"] or {}
-        typer.echo(f"nic{nic['index']} {req['backend']:<9} {neg.get('ifname') or '?':<5} "
-                   f"queues {req['queues']}->{neg.get('queues')}  rx {req['rx_ring']}->{neg.get('rx_ring')}  "
-                   f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
-        for reason in nic["differences"]:
-            typer.echo(f"     {reason}")
+    for line in api.describe_nics(result.nics):
+        typer.echo(line)
     if result.workload:
         w = result.workload
         rate = w["tx_packets"] / w["t"] / 1e6 if w.get("t") else 0.0

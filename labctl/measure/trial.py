@@ -56,8 +56,10 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
             lab = session.acquire(derive(profile), record.warnings)
             _measure(lab, record, phase)
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
+            signals.checkpoint()  # broken by a cancel (its processes stopped under it): aborted, not failed
             record.status, record.error = "failed", str(exc)
         except Exception as exc:  # noqa: BLE001 - a trial that breaks is a failed trial, not a lost sweep
+            signals.checkpoint()
             record.status, record.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             timings = dict(lab.timings) if lab is not None else {}

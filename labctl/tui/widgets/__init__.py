@@ -1,0 +1,1 @@
+"""The TUI's own widgets (one per file)."""
