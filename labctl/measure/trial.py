@@ -74,6 +74,11 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
 
 def _measure(lab: Any, record: TrialRecord, phase) -> None:
     plan = lab.plan
+    if plan.tcp is not None:  # tcp_stream / tcp_rr on a kernel guest
+        from labctl.workload.tcp import measure as measure_tcp
+
+        measure_tcp(lab, record, phase)
+        return
     record.warnings.extend(lab.record_warnings())
     record.details.update(lab.details())
     phase("warm-up")
