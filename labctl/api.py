@@ -244,17 +244,42 @@ def _check_metric(metric: str) -> None:
         raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(allowed)})")
 
 
-def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str = "mpps",
+def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str | None = None,
            host: str | None = None):
     """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes (trials of
-    different hosts, accelerators or labs are never pooled; ``host`` keeps one host's)."""
+    different hosts, accelerators or labs are never pooled; ``host`` keeps one host's). ``metric`` defaults
+    to the trials' own rate: mpps, bandwidth_gbps (tcp_stream) or transactions_per_s (tcp_rr)."""
+    from labctl.analysis.pivot import default_metrics
     from labctl.analysis.report import build_report
 
-    _check_metric(metric)
+    if metric is not None:
+        _check_metric(metric)
     run_id, records = trials(db, run, host=host)
+    metric = metric or default_metrics(records)[0]
     with _store(db) as store:
         info = store.run(run_id)["info"]
     return build_report(records, by, run_id, metric, run_info=info)
+
+
+def pivot(db: str | Path = DEFAULT_DB, run: int | None = None, rows: str = "", by: str = "",
+          metrics: list[str] | None = None, host: str | None = None):
+    """A run as the posts' tables: ``rows`` knob values as rows, a column group per ``by`` value, per metric
+    the median with its interval and the % change against the first ``by`` value (see
+    :mod:`labctl.analysis.pivot`; default metrics: bandwidth or transactions and service demand)."""
+    from labctl.analysis.pivot import build_pivot
+
+    for metric in metrics or []:
+        _check_metric(metric)
+    run_id, records = trials(db, run, host=host)
+    return build_pivot(records, rows, by, metrics, run_id)
+
+
+def render_pivot(result, fmt: str = "table") -> str:
+    from labctl.analysis.pivot import render_pivot as render_as
+    from labctl.analysis.renderers import check_format
+
+    check_format(fmt)
+    return render_as(result, fmt)
 
 
 def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -19,14 +19,27 @@ HOST = typer.Option(None, "--host", help="only this host's trials (a fleet's mer
 def report(db: Path = DB, run: Optional[int] = RUN,
            by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
            fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
-           metric: str = typer.Option("mpps", "--metric", help="metric to summarize"),
+           metric: Optional[List[str]] = typer.Option(
+               None, "--metric", help="metric to summarize (default: the trials' rate); with --rows, repeatable"),
+           rows: Optional[str] = typer.Option(
+               None, "--rows", help="knob whose values are the rows; a column group per --by value, % change"),
            plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table"),
            host: Optional[str] = HOST) -> None:
-    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes."""
+    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes. With --rows and
+    --by: the posts' pivot (rows x configurations, each metric's median and % change)."""
     from labctl.analysis.renderers import check_format
+    from labctl.errors import UserError
 
     check_format(fmt)
-    typer.echo(api.render_report(api.report(db, run, by, metric, host), fmt, terminal_plot=plot))
+    if rows is not None:
+        if by is None:
+            raise UserError("--rows needs --by (the knob whose values are the column groups)")
+        typer.echo(api.render_pivot(api.pivot(db, run, rows, by, metric or None, host), fmt), nl=False)
+        return
+    if metric and len(metric) > 1:
+        raise UserError("several --metric need --rows (a pivot); a plain report summarizes one metric")
+    typer.echo(api.render_report(api.report(db, run, by, metric[0] if metric else None, host), fmt,
+                                 terminal_plot=plot))
 
 
 def plot(by: str = typer.Option(..., "--by", help="knob on the x axis"),

@@ -91,3 +91,46 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
             golden.write_text(_argv_text(argv), encoding="utf-8")
         assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
         assert _argv_text(argv) == golden.read_text(encoding="utf-8"), role
+
+
+def _tcp_profile(name: str = "tcp-a", backend: str = "tap", **workload):
+    from labctl.profile.schema import Profile
+
+    return Profile.model_validate({"name": name, "guest": {"nics": [{"backend": backend, "queues": 2}]},
+                                   "workload": {"kind": "tcp_stream", "sessions": 4, **workload}})
+
+
+def test_tcp_plan_addresses_ports_and_tag():
+    import ipaddress
+
+    from labctl.lab.plan import TCP_NET, TCP_PORTS
+
+    plan = derive(_tcp_profile(direction="host_to_guest", guest_queues=1))
+    tcp = plan.tcp
+    assert plan.workload_kind == "tcp_stream" and plan.stack == "kernel"
+    assert (tcp.sessions, tcp.direction, tcp.guest_queues, tcp.clients_in_guest) == (4, "host_to_guest", 1, False)
+    host, guest = ipaddress.ip_address(tcp.host_addr), ipaddress.ip_address(tcp.guest_addr)
+    assert host in TCP_NET and guest in TCP_NET and int(guest) == int(host) + 1 and tcp.prefix == 30
+    assert ipaddress.ip_network(f"{tcp.host_addr}/30", strict=False) == ipaddress.ip_network(f"{tcp.guest_addr}/30",
+                                                                                             strict=False)
+    assert TCP_PORTS[0] <= tcp.port_base and tcp.port_base + 128 <= TCP_PORTS[1]
+    assert tcp.ports == tuple(range(tcp.port_base, tcp.port_base + 4)) and tcp.tag == "labctl-tcp-a-tcp"
+    other = derive(_tcp_profile("tcp-b")).tcp
+    assert (other.host_addr, other.port_base) != (tcp.host_addr, tcp.port_base)  # per lab
+    assert derive(_tcp_profile()).tcp == derive(_tcp_profile()).tcp  # stable
+    assert derive(_tcp_profile(backend="network")).tcp.host_addr is None  # learnt at boot (DHCP)
+    forward = derive(load_profile(DOMAINS / "guest-tap.yaml", cpus=CPUS).profile)
+    assert forward.tcp is None and forward.stack == "dpdk" and forward.workload_kind == "forward"
+
+
+def test_tcp_workload_knobs_are_applied_live():
+    from labctl.lab.plan import is_domain_knob
+
+    for knob in ("workload.sessions", "workload.direction", "workload.guest_queues", "workload.kind"):
+        assert not is_domain_knob(knob)
+    base = _tcp_profile()
+    live = [base.model_copy(update={"workload": base.workload.model_copy(update=change)})
+            for change in ({"sessions": 1}, {"guest_queues": 1}, {"kind": "tcp_rr"}, {"direction": "host_to_guest"})]
+    assert {derive(p).domain_key() for p in live} == {derive(base).domain_key()}
+    forward = base.model_copy(update={"workload": base.workload.model_copy(update={"kind": "forward"})})
+    assert derive(forward).domain_key() != derive(base).domain_key()  # another stack: another boot
