@@ -20,7 +20,7 @@ from typing import Any
 from labctl import signals
 from labctl.errors import HypervisorError, WorkloadError, ZeroForwardingError
 from labctl.events import OnEvent, notify
-from labctl.host.monitor import ThreadMonitor
+from labctl.host.monitor import measured_window
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.profile.knobs import flatten
@@ -81,15 +81,7 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
         return
     record.warnings.extend(lab.record_warnings())
     record.details.update(lab.details())
-    phase("warm-up")
-    signals.sleep(plan.warmup_s)
-    monitor = ThreadMonitor(dict(lab.pids))
-    before = lab.snapshot()
-    monitor.start()
-    phase("measure")
-    signals.sleep(plan.duration_s)
-    after = lab.snapshot()
-    report = monitor.stop()
+    before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot, phase)
     lab.stop_forwarding()
     metrics, details = compute_metrics(before, after, len(plan.nics), report.cpu_by_role(),
                                        lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)

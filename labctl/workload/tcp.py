@@ -41,9 +41,9 @@ from typing import Any, Callable
 
 from labctl import platform, signals
 from labctl.errors import WorkloadError
-from labctl.host.monitor import ThreadMonitor
+from labctl.host.monitor import measured_window, process_started
 from labctl.host.threads import qemu_thread_kind
-from labctl.lab.kinds import TAG_VARIABLE
+from labctl.lab.kinds import TAG_VARIABLE, stop_process
 from labctl.lab.plan import LabPlan, TcpPlan
 from labctl.results.record import Metrics
 
@@ -404,12 +404,8 @@ class HostTools:
 
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc.pid, process_started(proc.pid), timeout_s=5.0)  # SIGTERM, then SIGKILL
+        proc.poll()
 
 
 # --- one trial ---------------------------------------------------------------------------------------
@@ -435,15 +431,7 @@ def measure(lab: Any, record: Any, phase: Callable[[str], None]) -> None:
     warmup_s, seconds = session_seconds(plan)
     phase(f"{tcp.sessions} {tcp.kind} session(s), {tcp.direction}")
     run_sessions(lab, tcp, warmup_s, seconds, lab.host_addr, lab.guest_addr)
-    phase("warm-up")
-    signals.sleep(warmup_s)
-    monitor = ThreadMonitor(lab.monitored())
-    before = lab.counters()
-    monitor.start()
-    phase("measure")
-    signals.sleep(plan.duration_s)
-    after = lab.counters()
-    report = monitor.stop()
+    before, after, report = measured_window(lab.monitored(), warmup_s, plan.duration_s, lab.counters, phase)
     outputs = lab.client_outputs(seconds + RESULT_GRACE_S)
     lab.stop_sessions()
     results = [parse_result(tcp.kind, text, port) for port, text in sorted(outputs.items())]

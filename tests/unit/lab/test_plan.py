@@ -72,6 +72,9 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
     for a libvirt profile also the guest's kernel command line). LABCTL_UPDATE_GOLDEN=1 rewrites them."""
     monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
     profile = load_profile(path, cpus=CPUS).profile
+    if profile.workload.kind != "forward":  # tcp kinds: session 0's server and client, both directions
+        _check_golden(path, "tcp", _tcp_argv(profile))
+        return
     if profile.backend == "libvirt":
         embedded = profile.model_copy(update={"backend": "embedded", "uri": None})
     else:
@@ -85,12 +88,29 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
         lplan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
         files["kernel-cmdline"] = appliance_cmdline(lplan, FAKE_APPLIANCE, "workload").split()
     for role, argv in files.items():
-        golden = GOLDEN / f"{path.stem}.{role}.txt"
-        if os.environ.get("LABCTL_UPDATE_GOLDEN"):
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(_argv_text(argv), encoding="utf-8")
-        assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
-        assert _argv_text(argv) == golden.read_text(encoding="utf-8"), role
+        _check_golden(path, role, argv)
+
+
+def _check_golden(path: Path, role: str, argv: list[str]) -> None:
+    golden = GOLDEN / f"{path.stem}.{role}.txt"
+    if os.environ.get("LABCTL_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(_argv_text(argv), encoding="utf-8")
+    assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
+    assert _argv_text(argv) == golden.read_text(encoding="utf-8"), role
+
+
+def _tcp_argv(profile) -> list[str]:
+    """Session 0's server and client argument lists as the plan gives them, then the guest's serve mode."""
+    from labctl.workload.tcp import client_argv, server_argv, session_seconds
+
+    plan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
+    tcp = plan.tcp
+    warmup, seconds = session_seconds(plan)
+    server = tcp.host_addr if tcp.clients_in_guest else tcp.guest_addr
+    cmdline = kernel_cmdline("serve", macs=plan.nics[0].mac, channel="org.labctl.ctl", stack="kernel")
+    return (server_argv(tcp.kind, server, tcp.port_base) + ["--"] +
+            client_argv(tcp.kind, server, tcp.port_base, warmup, seconds) + ["--"] + cmdline.split())
 
 
 def _tcp_profile(name: str = "tcp-a", backend: str = "tap", **workload):
