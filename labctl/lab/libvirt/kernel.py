@@ -92,7 +92,8 @@ class KernelGuestLab(GuestLab):
         else:
             self.host_addr, _prefix = hypervisor.network_address(self.uri, "default")
             self.guest_addr = self._net("dhcp")
-        self.host_side = (f"the host's kernel on {self.host_dev} ({self.host_addr}), guest {self.guest_addr}; "
+        where = self.host_dev if nic.backend == "tap" else f"network default's bridge via {self.host_dev}"
+        self.host_side = (f"the host's kernel on {where} ({self.host_addr}), guest {self.guest_addr}; "
                           + ("vhost-net" if self.vhost_net else "QEMU's userspace virtio-net backend"))
         self._pin_vhost()
         self.boot_s = time.monotonic() - t0

@@ -227,3 +227,20 @@ def test_tagged_kind_stops_only_its_tag(tmp_path):
         for proc in (mine, other):
             proc.kill()
             proc.wait()
+
+
+def test_trial_summary_of_a_stream_trial():
+    from labctl.analysis.renderers import trial_summary
+    from labctl.results.record import Environment, Metrics, TrialRecord
+
+    record = TrialRecord(config={}, env=Environment(lab="libvirt", accel="tcg", virtio_backend="userspace"),
+                         metrics=Metrics(bandwidth_gbps=2.5, retransmits=3, window_s=5.0, sessions_ok=4,
+                                         service_demand_host_us_per_kb=6.4, service_demand_guest_us_per_kb=6.9,
+                                         host_cpu_cores=1.9, guest_cpu_cores=2.0, guest_queues_enabled=2,
+                                         cpu={"qemu.vcpu0": 76.0, "qemu.io": 0.0}),
+                         details={"tcp": {"sessions": 4, "direction": "guest_to_host", "guest_queues_requested": 2},
+                                  "per_queue": {"txq0": {"packets": 10, "interrupts": 4}}})
+    text = trial_summary(record)
+    assert "bandwidth: 2.500 Gbit/s (4/4 sessions guest_to_host, retransmits 3" in text
+    assert "host 6.400 us/KB, guest 6.900 us/KB" in text and "qemu.vcpu0 76%" in text and "qemu.io" not in text
+    assert "txq0 10 pkts 4 irqs" in text and "virtio backend userspace" in text
