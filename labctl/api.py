@@ -320,18 +320,20 @@ def _check_metric(metric: str) -> None:
 
 
 def default_metric(records: list[TrialRecord]) -> str:
-    """``mpps`` when trials measured a rate, else ``ndr_mpps`` (a run of NDR/PDR searches)."""
-    if any(r.metrics.mpps is not None for r in records) or not any(r.metrics.ndr_mpps is not None for r in records):
-        return "mpps"
-    return "ndr_mpps"
+    """The metric a report of these trials summarizes when none is given: ``mpps`` for forwarding trials,
+    ``ndr_mpps`` for a run of NDR/PDR searches, ``bandwidth_gbps`` (tcp_stream), ``transactions_per_s``
+    (tcp_rr)."""
+    from labctl.analysis.pivot import default_metrics
+
+    return default_metrics(records)[0]
 
 
 def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str | None = None,
            host: str | None = None):
     """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes (trials of
     different hosts, accelerators or labs are never pooled; ``host`` keeps one host's). ``metric``
-    defaults to ``mpps``, or ``ndr_mpps`` for a run of NDR/PDR searches; NDR, PDR and p99 latency are
-    shown beside the metric wherever they were measured."""
+    defaults to the trials' own rate (:func:`default_metric`); NDR, PDR and p99 latency are shown beside
+    the metric wherever they were measured."""
     from labctl.analysis.report import build_report
 
     if metric is not None:
@@ -341,6 +343,27 @@ def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None =
     with _store(db) as store:
         info = store.run(run_id)["info"]
     return build_report(records, by, run_id, metric, run_info=info)
+
+
+def pivot(db: str | Path = DEFAULT_DB, run: int | None = None, rows: str = "", by: str = "",
+          metrics: list[str] | None = None, host: str | None = None):
+    """A run as the posts' tables: ``rows`` knob values as rows, a column group per ``by`` value, per metric
+    the median with its interval and the % change against the first ``by`` value (see
+    :mod:`labctl.analysis.pivot`; default metrics: bandwidth or transactions and service demand)."""
+    from labctl.analysis.pivot import build_pivot
+
+    for metric in metrics or []:
+        _check_metric(metric)
+    run_id, records = trials(db, run, host=host)
+    return build_pivot(records, rows, by, metrics, run_id)
+
+
+def render_pivot(result, fmt: str = "table") -> str:
+    from labctl.analysis.pivot import render_pivot as render_as
+    from labctl.analysis.renderers import check_format
+
+    check_format(fmt)
+    return render_as(result, fmt)
 
 
 def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> str:

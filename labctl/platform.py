@@ -70,3 +70,22 @@ GUEST_DPDK_PLUGINS: tuple[str, ...] = ("librte_bus_pci", "librte_bus_vdev", "lib
 
 #: testpmd's burst limit (MAX_PKT_BURST in app/test-pmd/testpmd.h).
 MAX_BURST = 512
+
+# --- kernel-stack workload tools (Debian 12) -----------------------------------------------------------
+
+#: iperf3 3.12 (Debian 12) runs every stream of one process on one thread (`-P N` adds streams, not
+#: cores; multi-threaded iperf3 came with 3.16): one client/server process pair per session. Its
+#: ``cpu_utilization_percent`` is that process only. Source: iperf3 3.16 release notes ("multi-threaded").
+IPERF3 = "iperf3"
+
+#: sockperf 3.7 (Debian 12) ping-pong mode: one TCP connection per client process, request/response
+#: round trips as fast as they come back (``--mps=max``). netperf is not packaged in Debian 12.
+SOCKPERF = "sockperf"
+
+#: Parallel sessions of a tcp workload: each is one client and one server process and a port; the
+#: reference tables go up to 96 sessions.
+MAX_TCP_SESSIONS = 128
+
+#: Where the host has no /dev/vhost-net, a tap/network NIC runs QEMU's userspace virtio-net backend
+#: (``<driver name='qemu'>``); with it, the vhost-net kernel worker (``<driver name='vhost'>``).
+VHOST_NET_DEVICE = Path("/dev/vhost-net")

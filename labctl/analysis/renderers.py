@@ -114,6 +114,32 @@ def render(report: Report, fmt: str) -> str:
     return json.dumps(report.to_dict(), indent=2, default=str)
 
 
+def _tcp_summary(record: TrialRecord) -> list[str]:
+    """The tcp kinds' lines: rate, service demand, CPU per side and QEMU thread, the guest's queues."""
+    m, tcp = record.metrics, record.details.get("tcp") or {}
+    if m.bandwidth_gbps is None and m.transactions_per_s is None:
+        return []
+    sessions = f"{m.sessions_ok}/{tcp.get('sessions', '?')} sessions {tcp.get('direction', '')}"
+    if m.bandwidth_gbps is not None:
+        lines = [f"bandwidth: {m.bandwidth_gbps:.3f} Gbit/s ({sessions}, retransmits {m.retransmits}, "
+                 f"window {m.window_s:.1f} s)",
+                 f"service demand: host {_fmt(m.service_demand_host_us_per_kb)} us/KB, "
+                 f"guest {_fmt(m.service_demand_guest_us_per_kb)} us/KB"]
+    else:
+        lines = [f"transactions: {m.transactions_per_s:.0f}/s ({sessions}, latency {_fmt(m.rr_latency_us, 1)} us, "
+                 f"window {m.window_s:.1f} s)",
+                 f"service demand: host {_fmt(m.service_demand_host_us_per_tx, 1)} us/tx, "
+                 f"guest {_fmt(m.service_demand_guest_us_per_tx, 1)} us/tx"]
+    lines.append(f"cpu:       host {_fmt(m.host_cpu_cores, 2)} of {record.details.get('cpu_window', {}).get('host_cpus', '?')} "
+                 f"CPUs, guest {_fmt(m.guest_cpu_cores, 2)} vCPUs; "
+                 + ", ".join(f"{k} {v:.0f}%" for k, v in m.cpu.items() if v >= 0.5))
+    queues = ", ".join(f"{q} {v.get('packets', 0)} pkts {v.get('interrupts', 0)} irqs"
+                       for q, v in (record.details.get("per_queue") or {}).items())
+    lines.append(f"queues:    {m.guest_queues_enabled} enabled in the guest (asked "
+                 f"{tcp.get('guest_queues_requested') or 'driver default'}): {queues}")
+    return lines
+
+
 def trial_summary(record: TrialRecord) -> str:
     m = record.metrics
     lines = []
@@ -151,6 +177,7 @@ def trial_summary(record: TrialRecord) -> str:
             cpp = f"{m.vswitch_cycles_per_packet:.0f}" if m.vswitch_cycles_per_packet is not None else "-"
             idle = f"{m.vswitch_idle_share:.0%}" if m.vswitch_idle_share is not None else "-"
             lines.append(f"ovs:       {cpp} processing cycles/pkt, PMD idle {idle} ({queues})")
+    lines.extend(_tcp_summary(record))
     for nic in record.details.get("nics", []):
         req, neg = nic["requested"], nic.get("negotiated") or {}
         lines.append(f"nic{nic['index']}:      {req['backend']} queues {req['queues']}->{neg.get('queues')}  "
@@ -164,7 +191,8 @@ def trial_summary(record: TrialRecord) -> str:
     env = record.env
     if env.lab:
         lines.append(f"env:       {env.lab} lab, accel {env.accel}, DPDK {env.dpdk}, pins {env.pins}, "
-                     f"hugepages {env.hugepages}" + (", SHARED CORES" if env.shared_cores else ""))
+                     f"hugepages {env.hugepages}" + (", SHARED CORES" if env.shared_cores else "")
+                     + (f", virtio backend {env.virtio_backend}" if env.virtio_backend else ""))
     for warning in record.warnings:
         lines.append(f"warning:   {warning}")
     return "\n".join(lines)

@@ -20,28 +20,43 @@ HOST = typer.Option(None, "--host", help="only this host's trials (a fleet's mer
 def report(db: Path = DB, run: Optional[int] = RUN,
            by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
            fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
-           metric: Optional[str] = typer.Option(None, "--metric",
-                                                help="metric to summarize (default mpps, or ndr_mpps for NDR runs)"),
+           metric: Optional[List[str]] = typer.Option(
+               None, "--metric", help="metric to summarize (default: the trials' rate, ndr_mpps for NDR runs); "
+                                      "with --rows, repeatable"),
+           rows: Optional[str] = typer.Option(
+               None, "--rows", help="knob whose values are the rows; a column group per --by value, % change"),
            plot: bool = typer.Option(True, "--plot/--no-plot", help="terminal bar chart under the table"),
            host: Optional[str] = HOST,
            trend: Optional[str] = typer.Option(None, "--trend", metavar="PROFILE",
                                                help="the metric across every run of PROFILE, a row per run"),
            config: Optional[List[str]] = typer.Option(None, "--config", metavar="KNOB=VALUE",
                                                       help="with --trend: only configurations with this value")) -> None:
-    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes. With --trend,
-    a profile's runs in time order: median, CI, n, change against the first run, environment changes."""
+    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes. With --rows and
+    --by: the posts' pivot (rows x configurations, each metric's median and % change). With --trend, a
+    profile's runs in time order: median, CI, n, change against the first run, environment changes."""
     from labctl.analysis.renderers import check_format
 
     if trend is not None:
-        if run is not None or by is not None:
-            raise UserError(f"--{'run' if run is not None else 'by'}: not with --trend (a trend reads every run)")
+        for option, value in (("--run", run), ("--by", by), ("--rows", rows)):
+            if value is not None:
+                raise UserError(f"{option}: not with --trend (a trend reads every run)")
+        if metric and len(metric) > 1:
+            raise UserError("--metric: a trend follows one metric (given several)")
         api.check_view_format(fmt, "a trend")
-        typer.echo(api.render_trend(api.trend(db, trend, metric, config, host), fmt))
+        typer.echo(api.render_trend(api.trend(db, trend, metric[0] if metric else "mpps", config, host), fmt))
         return
     if config:
         raise UserError("--config: only with --trend PROFILE (allowed: --trend PROFILE --config KNOB=VALUE)")
     check_format(fmt)
-    typer.echo(api.render_report(api.report(db, run, by, metric, host), fmt, terminal_plot=plot))
+    if rows is not None:
+        if by is None:
+            raise UserError("--rows needs --by (the knob whose values are the column groups)")
+        typer.echo(api.render_pivot(api.pivot(db, run, rows, by, metric or None, host), fmt), nl=False)
+        return
+    if metric and len(metric) > 1:
+        raise UserError("several --metric need --rows (a pivot); a plain report summarizes one metric")
+    typer.echo(api.render_report(api.report(db, run, by, metric[0] if metric else None, host), fmt,
+                                 terminal_plot=plot))
 
 
 def plot(by: str = typer.Option(..., "--by", help="knob on the x axis"),

@@ -10,8 +10,11 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import psutil
+
+from labctl import signals
 
 POLLER_PCT = 30.0  # a thread using at least this share of a core in an interval is polling
 
@@ -152,6 +155,24 @@ class ThreadMonitor:
             if len(repeated) >= 2:
                 report.shared_busy_cpus[cpu] = repeated
         return report
+
+
+def measured_window(pids: dict[str, int], warmup_s: float, duration_s: float, snapshot: Callable[[], Any],
+                    phase: Callable[[str], None], started: Callable[[], None] = lambda: None
+                    ) -> tuple[Any, Any, MonitorReport]:
+    """A trial's measurement: warm-up, a snapshot, ``started`` (the lab's own window start: OVS's PMD
+    statistics cleared), the window with the thread monitor sampling ``pids``, a snapshot. Returns
+    (before, after, the monitor's report); every wait is a cancel checkpoint."""
+    phase("warm-up")
+    signals.sleep(warmup_s)
+    monitor = ThreadMonitor(pids)
+    before = snapshot()
+    started()
+    monitor.start()
+    phase("measure")
+    signals.sleep(duration_s)
+    after = snapshot()
+    return before, after, monitor.stop()
 
 
 def process_started(pid: int) -> float | None:

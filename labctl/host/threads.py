@@ -51,6 +51,30 @@ def qemu_thread_pins(pid: int) -> dict[str, Any]:
     return pins
 
 
+def qemu_thread_kind(name: str, main: bool = False) -> str:
+    """What a QEMU thread does, from its name: ``vcpuN`` ("CPU N/TCG|KVM"), ``emulator`` (the main
+    thread: the main loop, QEMU's userspace virtio-net backend on tap NICs), ``io`` ("IO <iothread>"),
+    ``vhost`` ("vhost-<pid>": vhost-net workers are QEMU's threads since Linux 6.4), ``worker`` (the
+    thread pool), else ``other`` (call_rcu, ...)."""
+    match = _QEMU_VCPU.match(name)
+    if match:
+        return f"vcpu{match.group(1)}"
+    if main:
+        return "emulator"
+    if name.startswith("IO "):
+        return "io"
+    if name.startswith("vhost-"):
+        return "vhost"
+    if name == "worker":
+        return "worker"
+    return "other"
+
+
+def vhost_worker_tids(pid: int) -> list[int]:
+    """The vhost-net worker threads of a QEMU process (Linux 6.4 and later name them ``vhost-<pid>``)."""
+    return [tid for tid, name in _threads(pid) if name.startswith("vhost-")]
+
+
 def qemu_pid(domain: str) -> int | None:
     for root in platform.LIBVIRT_QEMU_RUN_DIRS:
         try:

@@ -1,5 +1,5 @@
-"""The host's resource kinds in the ledger: processes, DPDK runtimes, files, directories, mounts,
-tap devices and sysctl changes (see :mod:`labctl.lab.ledger`)."""
+"""The host's resource kinds in the ledger: processes, DPDK runtimes, tagged processes, files,
+directories, mounts, tap devices and sysctl changes (see :mod:`labctl.lab.ledger`)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,41 @@ class DpdkKind(ResourceKind):
 
     def verify(self, resource: Resource) -> bool:
         return bool(dpdk_processes(resource.ident))
+
+
+#: The environment variable that marks a process as one of a lab's (the ``tagged`` kind).
+TAG_VARIABLE = "LABCTL_TAG"
+
+
+def tagged_processes(tag: str, names: list[str] | tuple[str, ...] = ()) -> list[psutil.Process]:
+    """Every process (named one of ``names``, when given) whose environment has ``LABCTL_TAG=tag``."""
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        if names and proc.info.get("name") not in names:
+            continue
+        try:
+            if proc.environ().get(TAG_VARIABLE) == tag:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@resource_kind
+class TaggedKind(ResourceKind):
+    """Processes started with ``LABCTL_TAG=<ident>`` in their environment (a lab's host-side iperf3 and
+    sockperf clients and servers): recorded once before the first is started, so whatever a killed
+    labctl left running is found by its tag, never by a name alone. ``names`` narrows the search."""
+
+    name = "tagged"
+
+    def remove(self, resource: Resource) -> None:
+        for proc in tagged_processes(resource.ident, resource.data.get("names", ())):
+            with contextlib.suppress(psutil.Error):
+                stop_process(proc.pid, proc.create_time(), timeout_s=5.0)
+
+    def verify(self, resource: Resource) -> bool:
+        return bool(tagged_processes(resource.ident, resource.data.get("names", ())))
 
 
 @resource_kind

@@ -16,12 +16,13 @@ Every reader takes its numbers from here and nowhere else:
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labctl.dpdk.eal import mbuf_budget
 from labctl.dpdk.testpmd import TestpmdOptions
-from labctl import paths
+from labctl import paths, platform
 from labctl.host.cpuset import format_cpuset, parse_cpuset
 from labctl.profile.rates import Rate, parse_rate
 from labctl.profile.schema import Nic, Profile
@@ -180,6 +181,61 @@ class PinPlan:
         return {"vcpus": dict(self.vcpus), "emulator": self.emulator, "vhost": self.vhost}
 
 
+#: tcp workloads on tap NICs: a /30 per lab out of 198.18.0.0/15, the range set aside for benchmarking
+#: network devices (RFC 2544 appendix C.2.2, RFC 6890): never routed, so it cannot shadow a real network.
+TCP_NET = ipaddress.ip_network("198.18.0.0/15")
+#: Server ports of a tcp workload: a block of MAX_TCP_SESSIONS per lab between these (one per session).
+TCP_PORTS = (20000, 60000)
+
+
+@dataclass(frozen=True)
+class TcpPlan:
+    """The kernel-stack workload (``workload.kind`` tcp_stream / tcp_rr) on NIC 0 of a kernel guest."""
+
+    kind: str  # tcp_stream | tcp_rr
+    sessions: int
+    direction: str  # guest_to_host | host_to_guest: the side whose clients send (streams) or ask (RR)
+    guest_queues: int | None  # ethtool -L combined N in the guest (None: leave the driver's choice)
+    port_base: int  # session i's server listens on port_base + i
+    host_addr: str | None  # tap: this lab's /30 (host end, guest end); network: learnt at boot (DHCP)
+    guest_addr: str | None
+    prefix: int
+    tag: str  # LABCTL_TAG of every host-side workload process (the ledger's "tagged" kind)
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return tuple(self.port_base + i for i in range(self.sessions))
+
+    @property
+    def clients_in_guest(self) -> bool:
+        return self.direction == "guest_to_host"
+
+
+def tcp_subnet(name: str) -> tuple[str, str, int]:
+    """(host address, guest address, prefix) of lab ``name``'s /30 on its tap: stable per lab."""
+    slots = TCP_NET.num_addresses // 4
+    index = int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % slots
+    base = TCP_NET.network_address + 4 * index
+    return str(base + 1), str(base + 2), 30
+
+
+def tcp_port_base(name: str) -> int:
+    slots = (TCP_PORTS[1] - TCP_PORTS[0]) // platform.MAX_TCP_SESSIONS
+    return TCP_PORTS[0] + (int(hashlib.sha1(name.encode()).hexdigest()[8:16], 16) % slots) * platform.MAX_TCP_SESSIONS
+
+
+def _tcp(profile: Profile) -> TcpPlan | None:
+    w = profile.workload
+    if w.kind == "forward":
+        return None
+    host, guest, prefix = tcp_subnet(profile.name)
+    on_tap = profile.guest.nics[0].backend == "tap"
+    return TcpPlan(kind=w.kind, sessions=w.sessions, direction=w.direction, guest_queues=w.guest_queues,
+                   port_base=tcp_port_base(profile.name), host_addr=host if on_tap else None,
+                   guest_addr=guest if on_tap else None, prefix=prefix if on_tap else 24,
+                   tag=f"labctl-{profile.name}-tcp")
+
+
 @dataclass(frozen=True)
 class LabPlan:
     name: str
@@ -199,6 +255,8 @@ class LabPlan:
     duration_s: float
     topology: str = "pvp"  # pvp: generator -> guest -> sink; vm2vm: guest A (txonly) -> guest B (rxonly)
     peer_nics: tuple[NicPlan, ...] = ()  # vm2vm: guest B's NICs (its sockets beside A's)
+    workload_kind: str = "forward"  # forward | tcp_stream | tcp_rr
+    tcp: TcpPlan | None = None  # the tcp kinds' sessions, direction, addresses and ports
 
     @property
     def file_prefix(self) -> str:
@@ -216,10 +274,16 @@ class LabPlan:
 
     def domain_key(self) -> tuple:
         """What a libvirt guest must be booted (or its host side restarted) to change: its size, its NICs
-        and the vswitch PMD cores. vCPU and emulator pins are applied live, the workload per trial."""
+        and the vswitch PMD cores, and its stack (DPDK forwarder or kernel driver). vCPU and emulator pins
+        are applied live, the workload per trial."""
         return (self.lab, self.vcpus, self.memory_mib, self.hugepages,
                 tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
-                self.generator.kind, self.vswitch.kind, self.topology)
+                self.generator.kind, self.vswitch.kind, self.topology, self.stack)
+
+    @property
+    def stack(self) -> str:
+        """What drives the guest's NICs: ``dpdk`` (the forwarder) or ``kernel`` (virtio_net, tcp kinds)."""
+        return "dpdk" if self.tcp is None else "kernel"
 
     def embedded_hugepage_mb(self) -> int:
         """2 MiB-page memory both embedded processes need (the vswitch and the guest forwarder)."""
@@ -231,9 +295,12 @@ LIVE_PIN_KNOBS = ("guest.pinning.vcpus", "guest.pinning.emulator")
 
 
 def is_domain_knob(path: str) -> bool:
-    """Whether a knob (``guest.nics.*.rx_queue_size``, ``workload.burst``) needs a guest boot to change."""
+    """Whether a knob (``guest.nics.*.rx_queue_size``, ``workload.burst``) needs a guest boot to change.
+    Other ``workload.*`` knobs are applied per trial: the forwarder's settings, and the tcp kinds' sessions,
+    direction and ``guest_queues`` (``ethtool -L`` in the running guest)."""
     if path in ("backend", "uri", "name", "topology", "workload.generator") or path.startswith("vswitch."):
-        # the generator and the vswitch are the guest's host side
+        # the generator and the vswitch are the guest's host side (workload.kind between tcp_stream and
+        # tcp_rr is live; to or from forward it changes the guest's stack, which domain_key() holds)
         return True
     return path.startswith("guest.") and not path.startswith(LIVE_PIN_KNOBS)
 
@@ -304,4 +371,4 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
                    vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,
                    pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s,
-                   topology=profile.topology, peer_nics=peers)
+                   topology=profile.topology, peer_nics=peers, workload_kind=w.kind, tcp=_tcp(profile))

@@ -37,8 +37,10 @@ def check_measurable(profile: Profile) -> None:
     """Refuse, before anything is created, a profile whose trials cannot run here (UserError)."""
     if profile.backend == "libvirt":
         from labctl.lab.libvirt.guest import check_measurable as check_guest
+        from labctl.lab.libvirt.kernel import check_kernel_measurable
 
-        check_guest(derive(profile), profile.libvirt_uri)
+        plan = derive(profile)
+        (check_guest if plan.tcp is None else check_kernel_measurable)(plan, profile.libvirt_uri)
 
 
 class LabSession:
@@ -81,12 +83,14 @@ class LabSession:
             lab.start()
             return lab
         from labctl.lab.libvirt.guest import GuestLab
+        from labctl.lab.libvirt.kernel import KernelGuestLab
 
         if self.guest is not None and self.guest.key != plan.domain_key():
             self._phase("the domain changes: powering the guest off")
             self.close_guest()
         if self.guest is None:
-            guest = GuestLab(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
+            lab_class = GuestLab if plan.tcp is None else KernelGuestLab  # the DPDK forwarder or tcp kinds
+            guest = lab_class(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
             self.guest = guest
             guest.boot()
             self.boots += 1

@@ -20,7 +20,7 @@ from typing import Any
 from labctl import signals
 from labctl.errors import HypervisorError, WorkloadError, ZeroForwardingError
 from labctl.events import OnEvent, notify
-from labctl.host.monitor import ThreadMonitor
+from labctl.host.monitor import ThreadMonitor, measured_window
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.profile.knobs import flatten
@@ -77,13 +77,18 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
 
 def _measure(lab: Any, record: TrialRecord, phase) -> None:
     plan = lab.plan
+    if plan.tcp is not None:  # tcp_stream / tcp_rr on a kernel guest
+        from labctl.workload.tcp import measure as measure_tcp
+
+        measure_tcp(lab, record, phase)
+        return
     record.warnings.extend(lab.record_warnings())
     record.details.update(lab.details())
-    monitor = ThreadMonitor(dict(lab.pids))
     if lab.generator is not None:
         paced = lab.paced
         rate = paced.rate_per_port(plan.generator.rate)
-        result, before, after, report = paced.trial(paced.spec(rate, plan.duration_s, plan.warmup_s), monitor, phase)
+        result, before, after, report = paced.trial(paced.spec(rate, plan.duration_s, plan.warmup_s),
+                                                    ThreadMonitor(dict(lab.pids)), phase)
         lab.stop_forwarding()
         metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
                                          lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
@@ -91,31 +96,17 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
             record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): "
                                    "not a loss of the lab; left out of comparisons")
     elif plan.topology == "vm2vm":
-        phase("warm-up")
-        signals.sleep(plan.warmup_s)
-        before = lab.snapshot()
-        lab.window_started()
-        monitor.start()
-        phase("measure")
-        signals.sleep(plan.duration_s)
-        after = lab.snapshot()
-        report = monitor.stop()
+        before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot, phase,
+                                                started=lab.window_started)
         lab.stop_forwarding()
         metrics, details = lab.metrics(before, after)
         metrics.cpu = report.cpu_by_role()
     else:
-        phase("warm-up")
-        signals.sleep(plan.warmup_s)
-        snap_before = lab.snapshot()
-        lab.window_started()
-        monitor.start()
-        phase("measure")
-        signals.sleep(plan.duration_s)
-        snap_after = lab.snapshot()
-        report = monitor.stop()
+        before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot, phase,
+                                                started=lab.window_started)
         lab.stop_forwarding()
-        metrics, details = compute_metrics(snap_before, snap_after, len(plan.nics), report.cpu_by_role(),
-                                           lab.forwarding_cpu_s(report, snap_after.t - snap_before.t), lab.host_kind)
+        metrics, details = compute_metrics(before, after, len(plan.nics), report.cpu_by_role(),
+                                           lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
     host_details, host_metrics = lab.window_details()
     details.update(host_details)
     for name, value in host_metrics.items():

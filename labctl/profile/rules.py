@@ -165,7 +165,7 @@ def _pinning(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
       "DPDK PMD busy polling; OVS-DPDK pmd-cpu-mask guidance")
 def _shared_poller(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     pin = p.guest.pinning
-    if pin.vhost is None or not pin.vcpus:
+    if pin.vhost is None or not pin.vcpus or p.workload.kind != "forward":
         return
     try:
         pmd = parse_cpuset(pin.vhost)
@@ -298,6 +298,42 @@ def _guest_setup(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         yield _err("topology", "vm2vm runs on the embedded lab only (allowed: pvp with backend libvirt)")
     if p.vswitch.kind == "ovs-dpdk":
         yield _err("vswitch.kind", "ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)")
+
+TCP_KINDS = ("tcp_stream", "tcp_rr")
+
+
+@rule("tcp-workload", "The tcp kinds measure the guest's kernel virtio-net driver: a libvirt guest with one "
+      "NIC that the kernel drives on a tap or the libvirt network (vhost-user NICs are served by a DPDK "
+      "vswitch, which has no TCP stack); one iperf3/sockperf client-server pair and port per session; "
+      "`ethtool -L combined N` enables at most the NIC's queue pairs.",
+      "iperf3 3.12 (single-threaded), sockperf 3.7 ping-pong, Linux virtio_net set_channels")
+def _tcp_workload(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    w = p.workload
+    if w.kind not in TCP_KINDS:
+        if w.sessions != 1:
+            yield _warn("workload.sessions", f"sessions has no effect in kind {w.kind} (it applies to tcp_stream, tcp_rr)")
+        if w.guest_queues is not None:
+            yield _warn("workload.guest_queues", f"guest_queues has no effect in kind {w.kind} "
+                                                 "(it applies to tcp_stream, tcp_rr)")
+        return
+    if p.backend != "libvirt":
+        yield _err("workload.kind", f"{w.kind} needs a kernel guest (allowed: backend libvirt; the embedded "
+                                    "lab's guest is a DPDK process)")
+    yield from _range("workload.sessions", w.sessions, 1, platform.MAX_TCP_SESSIONS)
+    if len(p.guest.nics) != 1:
+        yield _err("guest.nics", f"{w.kind} measures one NIC; the profile has {len(p.guest.nics)} (allowed: 1 NIC)")
+    for i, nic in enumerate(p.guest.nics):
+        if nic.backend not in ("tap", "network"):
+            yield _err(f"guest.nics.{i}.backend", f"{nic.backend} has no kernel-driven host end for {w.kind} "
+                                                  "(allowed: tap, network)")
+    if w.guest_queues is not None:
+        queues = p.guest.nics[0].queues if p.guest.nics else 1
+        if not 1 <= w.guest_queues <= queues:
+            yield _err("workload.guest_queues", f"{w.guest_queues} is out of range (allowed: 1..{queues}, the "
+                                                "NIC's queue pairs)")
+        elif w.guest_queues > p.guest.vcpus:
+            yield _warn("workload.guest_queues", f"{w.guest_queues} queues on {p.guest.vcpus} vCPUs: more queues "
+                                                 "than vCPUs to serve their interrupts")
 
 
 @rule("repeat", "Repeats give the noise estimate every comparison needs; more than 100 is a typo.",

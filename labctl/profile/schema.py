@@ -67,6 +67,13 @@ class Noisy(Model):
 
 
 class Workload(Model):
+    #: forward: the plan's DPDK forwarder in the guest (testpmd) with a host-side generator; tcp_stream /
+    #: tcp_rr: the guest's kernel virtio-net driver under TCP streams (iperf3) or request/response
+    #: transactions (sockperf ping-pong), one client/server pair per session (labctl.workload.tcp).
+    kind: Literal["forward", "tcp_stream", "tcp_rr"] = "forward"
+    sessions: int = 1  # tcp kinds: parallel sessions, one client/server pair each
+    direction: Literal["guest_to_host", "host_to_guest"] = "guest_to_host"  # tcp kinds: where clients send from
+    guest_queues: int | None = None  # tcp kinds: `ethtool -L combined N` in the guest (None: what the driver enabled)
     mode: Literal["io", "mac", "noisy"] = "io"
     burst: int = 32
     packet_size: int = 64

@@ -31,6 +31,9 @@ class Environment(_Model):
     pins: dict[str, Any] = Field(default_factory=dict)  # role -> cpuset applied (read back)
     shared_cores: bool | None = None  # two busy pollers shared a CPU, or the host is oversubscribed
     hugepages: bool | None = None
+    #: the virtio-net backend of the guest's NICs: vhost-user, vhost-net (the kernel's vhost worker) or
+    #: userspace (QEMU's own, where the host has no /dev/vhost-net); None where unknown or no guest
+    virtio_backend: Literal["vhost-user", "vhost-net", "userspace"] | None = None
 
 
 class Metrics(_Model):
@@ -75,6 +78,21 @@ class Metrics(_Model):
     pdr_mpps: float | None = None  # at most 0.5% loss
     pdr_lower_mpps: float | None = None
     pdr_upper_mpps: float | None = None
+
+    # --- tcp kinds (labctl.workload.tcp): the guest's kernel virtio-net driver under TCP sessions
+    bandwidth_gbps: float | None = None  # tcp_stream: TCP payload received, Gbit/s, summed over sessions
+    transactions_per_s: float | None = None  # tcp_rr: request/response round trips per second, all sessions
+    rr_latency_us: float | None = None  # tcp_rr: sockperf's mean one-way latency (half a round trip), sessions' median
+    retransmits: int | None = None  # tcp_stream: the senders' TCP retransmits; tcp_rr: the guest's RetransSegs
+    host_cpu_cores: float | None = None  # host CPU busy in the window, in cores (system-wide /proc/stat)
+    guest_cpu_cores: float | None = None  # guest CPU busy in the window, in vCPUs (the guest's /proc/stat)
+    # netperf's service demand: microseconds of CPU per KB (1024 bytes) received, or per transaction
+    service_demand_host_us_per_kb: float | None = None
+    service_demand_guest_us_per_kb: float | None = None
+    service_demand_host_us_per_tx: float | None = None
+    service_demand_guest_us_per_tx: float | None = None
+    guest_queues_enabled: int | None = None  # combined channels the guest's driver reports (ethtool -l)
+    sessions_ok: int | None = None  # sessions whose client reported a result
 
 
 TrialStatus = Literal["ok", "failed", "aborted"]

@@ -115,3 +115,28 @@ def clean_lab(tmp_path, monkeypatch):
     assert taps == []
 
 
+
+
+def run_until_measuring(argv: list[str], timeout_s: float = 300.0):
+    """Start a labctl command (SIGINT at its default, as from a terminal) and return its Popen once it has
+    said "[measure]" on stderr: a trial is in its measurement window."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.Popen(argv, cwd=ROOT, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + timeout_s
+    lines: list[str] = []
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        if "[measure]" in line or not line:
+            break
+    if not any("[measure]" in line for line in lines):
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"no trial reached its window: {lines[-5:]}")
+    return proc

@@ -20,7 +20,7 @@ from labctl import api
 from labctl.lab.ledger import load_state
 from labctl.results.store import Store
 from tests.conftest import ROOT
-from tests.integration.conftest import dpdk_processes_of, needs_dpdk, needs_libvirtd
+from tests.integration.conftest import dpdk_processes_of, needs_dpdk, needs_libvirtd, run_until_measuring
 
 pytestmark = [needs_dpdk, needs_libvirtd]
 
@@ -148,17 +148,7 @@ def test_kill_9_mid_sweep_then_resume(clean_lab, write_profile, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_guest_trial_cleans_up(clean_lab, write_profile, sig):
     path = guest_profile(write_profile, "it-gsig", "vhostuser", "  {}")
-    proc = subprocess.Popen([sys.executable, "-m", "labctl.cli", "run", str(path), "--set", "workload.duration_s=60"],
-                            cwd=ROOT, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.time() + 300
-    lines: list[str] = []
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        lines.append(line)
-        if "[measure]" in line or not line:
-            break
-    assert any("[measure]" in line for line in lines), lines
+    proc = run_until_measuring([sys.executable, "-m", "labctl.cli", "run", str(path), "--set", "workload.duration_s=60"])
     proc.send_signal(sig)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], err

@@ -25,6 +25,7 @@ class RenderContext:
     cmdline: str = "console=ttyS0 labctl.mode=verify"
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
     control_channel: str | None = None  # a virtio-serial port of this name, its socket made by libvirt
+    vhost_net: bool = False  # tap/network NICs on the kernel's vhost-net worker (the host has /dev/vhost-net)
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -34,7 +35,7 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return element
 
 
-def _interface(devices: ET.Element, nic: NicPlan) -> None:
+def _interface(devices: ET.Element, nic: NicPlan, vhost_net: bool = False) -> None:
     if nic.backend == "vhostuser":
         iface = _sub(devices, "interface", type="vhostuser")
         _sub(iface, "source", type="unix", path=str(nic.socket), mode="client")
@@ -50,8 +51,8 @@ def _interface(devices: ET.Element, nic: NicPlan) -> None:
         driver_attrs = {"queues": str(nic.queues), "rx_queue_size": str(nic.rx_ring),
                         "tx_queue_size": str(nic.tx_ring)}
         if nic.backend != "vhostuser":
-            # no /dev/vhost-net on these hosts: QEMU's userspace virtio backend
-            driver_attrs = {"name": "qemu", **driver_attrs}
+            # QEMU's userspace virtio backend, unless asked for vhost-net (no /dev/vhost-net on these hosts)
+            driver_attrs = {"name": "vhost" if vhost_net else "qemu", **driver_attrs}
         _sub(iface, "driver", **driver_attrs)
     _sub(iface, "alias", name=f"ua-labctl-nic{nic.index}")
 
@@ -110,7 +111,7 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
 
     devices = _sub(domain, "devices")
     for nic in plan.nics:
-        _interface(devices, nic)
+        _interface(devices, nic, ctx.vhost_net)
     serial = _sub(devices, "serial", type="file")
     _sub(serial, "source", path=str(plan.dirs.serial_log))
     _sub(serial, "target", port="0")

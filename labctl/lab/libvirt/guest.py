@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from labctl import signals
@@ -128,7 +129,30 @@ class GuestLab:
 
     # -- boot ------------------------------------------------------------------------------------
 
+    #: serve mode's extra kernel parameters (labctl.NAME=VALUE) and whether tap NICs use vhost-net:
+    #: the kernel-stack lab (labctl.lab.libvirt.kernel) sets both
+    serve_params: dict[str, str] = {}
+    vhost_net = False
+
     def boot(self) -> None:
+        plan = self.plan
+        t0 = self._boot_domain()
+        if not plan.vhostuser_nics:
+            devices = hypervisor.interface_devices(self.dom)
+            ifaces = {n.index: devices.get(n.mac, n.tap or "") for n in plan.nics}
+            self._start_vswitch(host_ports(plan, nics=list(plan.nics), ifaces=ifaces), [])
+            self.host_side = "net_af_packet on the guest's tap devices " + ", ".join(ifaces.values())
+        else:
+            self.host_side = "net_vhost vhost-user server ports (QEMU connects as the client)"
+        self.host_side = f"{'labgen' if self.generator else 'testpmd flowgen'} on {self.host_side}"
+        self.boot_s = time.monotonic() - t0
+        self.booted_now = True
+        self.timings["boot_s"] = self.boot_s
+
+    def _boot_domain(self) -> float:
+        """The domain defined and started in serve mode (the vswitch's vhost-user servers first), the
+        channel open and the guest's HELLO answered: ``negotiated``, ``ready`` and QEMU's pid are set.
+        Returns when the boot began (after the appliance and the XML were ready)."""
         from labctl.lab.libvirt.appliance import cache as appliance
 
         plan, state = self.plan, self.state
@@ -137,8 +161,10 @@ class GuestLab:
         if image is None:
             self.phase("building the workload appliance (first use; cached afterwards)")
             image = appliance.build()
-        cmdline = image.cmdline("serve", macs=",".join(n.mac for n in plan.nics), channel=CHANNEL_NAME)
-        ctx = render_context(self.uri, cmdline, image, control_channel=CHANNEL_NAME)
+        cmdline = image.cmdline("serve", macs=",".join(n.mac for n in plan.nics), channel=CHANNEL_NAME,
+                                **self.serve_params)
+        ctx = replace(render_context(self.uri, cmdline, image, control_channel=CHANNEL_NAME),
+                      vhost_net=self.vhost_net)
         self.domain_type = ctx.domain_type
         xml = render(plan, ctx)
         t0 = time.monotonic()
@@ -171,17 +197,7 @@ class GuestLab:
         pid = qemu_pid(plan.domain_name)
         if pid:
             self.pids["qemu"] = pid
-        if not plan.vhostuser_nics:
-            devices = hypervisor.interface_devices(self.dom)
-            ifaces = {n.index: devices.get(n.mac, n.tap or "") for n in plan.nics}
-            self._start_vswitch(host_ports(plan, nics=list(plan.nics), ifaces=ifaces), [])
-            self.host_side = "net_af_packet on the guest's tap devices " + ", ".join(ifaces.values())
-        else:
-            self.host_side = "net_vhost vhost-user server ports (QEMU connects as the client)"
-        self.host_side = f"{'labgen' if self.generator else 'testpmd flowgen'} on {self.host_side}"
-        self.boot_s = time.monotonic() - t0
-        self.booted_now = True
-        self.timings["boot_s"] = self.boot_s
+        return t0
 
     def _start_vswitch(self, vdevs: list[str], sockets: list) -> None:
         """The host side: labgen (paced) or the vswitch testpmd (flowgen) on ``vdevs``."""

@@ -231,3 +231,21 @@ def shutdown_or_destroy(dom, timeout_s: float = 10.0) -> None:
     except libvirt.libvirtError as exc:
         if exc.get_error_code() not in (libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_NO_DOMAIN):
             raise HypervisorError(f"{dom.name()}: destroy failed: {_message(exc)}") from None
+
+
+def network_address(uri: str, name: str = "default") -> tuple[str, int]:
+    """The host's IPv4 address on a libvirt network (its bridge) and the prefix length."""
+    import ipaddress
+
+    conn = connect(uri)
+    try:
+        root = ET.fromstring(conn.networkLookupByName(name).XMLDesc(0))
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"network {name}: {_message(exc)}") from None
+    for ip in root.findall("ip"):
+        if ip.get("family", "ipv4") == "ipv4" and ip.get("address"):
+            if ip.get("prefix"):
+                return ip.get("address", ""), int(ip.get("prefix", "24"))
+            mask = ip.get("netmask", "255.255.255.0")
+            return ip.get("address", ""), ipaddress.ip_network(f"0.0.0.0/{mask}").prefixlen
+    raise HypervisorError(f"network {name} has no IPv4 address on the host")

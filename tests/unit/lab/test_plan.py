@@ -94,6 +94,9 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
     kernel command line. LABCTL_UPDATE_GOLDEN=1 rewrites them."""
     monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
     profile = load_profile(path, cpus=CPUS).profile
+    if profile.workload.kind != "forward":  # tcp kinds: session 0's server and client, both directions
+        _check_golden(path, "tcp", _tcp_argv(profile))
+        return
     if profile.backend == "libvirt":
         embedded = profile.model_copy(update={"backend": "embedded", "uri": None})
     else:
@@ -115,9 +118,69 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
         lplan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
         files["kernel-cmdline"] = appliance_cmdline(lplan, FAKE_APPLIANCE, "workload").split()
     for role, argv in files.items():
-        golden = GOLDEN / f"{path.stem}.{role}.txt"
-        if os.environ.get("LABCTL_UPDATE_GOLDEN"):
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(_argv_text(argv), encoding="utf-8")
-        assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
-        assert _argv_text(argv) == golden.read_text(encoding="utf-8"), role
+        _check_golden(path, role, argv)
+
+
+def _check_golden(path: Path, role: str, argv: list[str]) -> None:
+    golden = GOLDEN / f"{path.stem}.{role}.txt"
+    if os.environ.get("LABCTL_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(_argv_text(argv), encoding="utf-8")
+    assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
+    assert _argv_text(argv) == golden.read_text(encoding="utf-8"), role
+
+
+def _tcp_argv(profile) -> list[str]:
+    """Session 0's server and client argument lists as the plan gives them, then the guest's serve mode."""
+    from labctl.workload.tcp import client_argv, server_argv, session_seconds
+
+    plan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
+    tcp = plan.tcp
+    warmup, seconds = session_seconds(plan)
+    server = tcp.host_addr if tcp.clients_in_guest else tcp.guest_addr
+    cmdline = kernel_cmdline("serve", macs=plan.nics[0].mac, channel="org.labctl.ctl", stack="kernel")
+    return (server_argv(tcp.kind, server, tcp.port_base) + ["--"] +
+            client_argv(tcp.kind, server, tcp.port_base, warmup, seconds) + ["--"] + cmdline.split())
+
+
+def _tcp_profile(name: str = "tcp-a", backend: str = "tap", **workload):
+    from labctl.profile.schema import Profile
+
+    return Profile.model_validate({"name": name, "guest": {"nics": [{"backend": backend, "queues": 2}]},
+                                   "workload": {"kind": "tcp_stream", "sessions": 4, **workload}})
+
+
+def test_tcp_plan_addresses_ports_and_tag():
+    import ipaddress
+
+    from labctl.lab.plan import TCP_NET, TCP_PORTS
+
+    plan = derive(_tcp_profile(direction="host_to_guest", guest_queues=1))
+    tcp = plan.tcp
+    assert plan.workload_kind == "tcp_stream" and plan.stack == "kernel"
+    assert (tcp.sessions, tcp.direction, tcp.guest_queues, tcp.clients_in_guest) == (4, "host_to_guest", 1, False)
+    host, guest = ipaddress.ip_address(tcp.host_addr), ipaddress.ip_address(tcp.guest_addr)
+    assert host in TCP_NET and guest in TCP_NET and int(guest) == int(host) + 1 and tcp.prefix == 30
+    assert ipaddress.ip_network(f"{tcp.host_addr}/30", strict=False) == ipaddress.ip_network(f"{tcp.guest_addr}/30",
+                                                                                             strict=False)
+    assert TCP_PORTS[0] <= tcp.port_base and tcp.port_base + 128 <= TCP_PORTS[1]
+    assert tcp.ports == tuple(range(tcp.port_base, tcp.port_base + 4)) and tcp.tag == "labctl-tcp-a-tcp"
+    other = derive(_tcp_profile("tcp-b")).tcp
+    assert (other.host_addr, other.port_base) != (tcp.host_addr, tcp.port_base)  # per lab
+    assert derive(_tcp_profile()).tcp == derive(_tcp_profile()).tcp  # stable
+    assert derive(_tcp_profile(backend="network")).tcp.host_addr is None  # learnt at boot (DHCP)
+    forward = derive(load_profile(DOMAINS / "guest-tap.yaml", cpus=CPUS).profile)
+    assert forward.tcp is None and forward.stack == "dpdk" and forward.workload_kind == "forward"
+
+
+def test_tcp_workload_knobs_are_applied_live():
+    from labctl.lab.plan import is_domain_knob
+
+    for knob in ("workload.sessions", "workload.direction", "workload.guest_queues", "workload.kind"):
+        assert not is_domain_knob(knob)
+    base = _tcp_profile()
+    live = [base.model_copy(update={"workload": base.workload.model_copy(update=change)})
+            for change in ({"sessions": 1}, {"guest_queues": 1}, {"kind": "tcp_rr"}, {"direction": "host_to_guest"})]
+    assert {derive(p).domain_key() for p in live} == {derive(base).domain_key()}
+    forward = base.model_copy(update={"workload": base.workload.model_copy(update={"kind": "forward"})})
+    assert derive(forward).domain_key() != derive(base).domain_key()  # another stack: another boot

@@ -207,3 +207,49 @@ def _one_line(overrides, write_profile=None):
 ])
 def test_invalid_setups_fail_with_one_line_naming_the_field(overrides, expected):
     assert _one_line(overrides) == expected
+
+def tcp_profile(**workload):
+    return {"backend": "libvirt", "guest": {"vcpus": 2, "nics": [{"backend": "tap", "queues": 2}]},
+            "workload": {"kind": "tcp_stream", **workload}}
+
+
+def test_tcp_kinds_on_a_tap_or_network_guest():
+    assert problems(tcp_profile(sessions=4, guest_queues=2)) == []
+    assert problems({**tcp_profile(), "guest": {"nics": [{"backend": "network", "queues": 1}]}}) == []
+    assert problems(tcp_profile(kind="tcp_rr", direction="host_to_guest")) == []
+
+
+def test_tcp_kinds_need_a_kernel_driven_nic():
+    found = problems({**tcp_profile(), "guest": {"nics": [nic()]}})
+    assert [p.path for p in found] == ["guest.nics.0.backend"] and "tap, network" in found[0].message
+    assert paths({**tcp_profile(), "backend": "embedded", "guest": {"nics": [nic()]}}) == \
+        ["workload.kind", "guest.nics.0.backend"]
+    assert paths({**tcp_profile(), "guest": {"nics": [{"backend": "tap"}, {"backend": "tap"}]}}) == ["guest.nics"]
+
+
+@pytest.mark.parametrize("sessions,ok", [(1, True), (96, True), (128, True), (0, False), (129, False), (-1, False)])
+def test_tcp_sessions_range(sessions, ok):
+    found = problems(tcp_profile(sessions=sessions))
+    assert (found == []) is ok
+    if not ok:
+        assert [p.path for p in found] == ["workload.sessions"] and "1..128" in found[0].message
+
+
+def test_tcp_guest_queues():
+    assert paths(tcp_profile(guest_queues=3)) == ["workload.guest_queues"]
+    assert paths(tcp_profile(guest_queues=0)) == ["workload.guest_queues"]
+    over = {**tcp_profile(guest_queues=2), "guest": {"vcpus": 1, "nics": [{"backend": "tap", "queues": 2}]}}
+    assert paths(over, "warning") == ["guest.nics.0.queues", "workload.guest_queues"]
+
+
+def test_tcp_knobs_warn_on_the_forwarding_workload():
+    assert paths({"workload": {"sessions": 4, "guest_queues": 1}}, "warning") == ["workload.sessions",
+                                                                               "workload.guest_queues"]
+    assert paths({"workload": {"kind": "tcp_stream"}, "backend": "libvirt",
+                  "guest": {"nics": [{"backend": "tap"}], "pinning": {"vhost": "0", "vcpus": {0: "0"}}}},
+                 "warning") == []  # no vswitch PMD to share a core with
+
+
+def test_tcp_sweep_is_checked_per_configuration():
+    found = problems({**tcp_profile(), "sweep": {"workload.sessions": [1, 4, 200]}})
+    assert [p.path for p in found] == ["sweep (workload.sessions=200) workload.sessions"]

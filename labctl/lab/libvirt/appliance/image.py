@@ -1,6 +1,6 @@
-"""The appliance's image: the staging root of the initramfs (busybox, ethtool, dpdk-testpmd, the ``ldd``
-closure of them and of the DPDK plugins, the kernel modules, ``/init``), written as cpio + gzip, and the
-kernel next to it.
+"""The appliance's image: the staging root of the initramfs (busybox, ethtool, dpdk-testpmd, iperf3,
+sockperf, the ``ldd`` closure of them and of the DPDK plugins, the kernel modules, ``/init``), written as
+cpio + gzip, and the kernel next to it.
 
 EAL loads every plugin of its plugin directory, so only the few a virtio guest needs
 (``labctl.platform.GUEST_DPDK_PLUGINS``) are put there.
@@ -26,7 +26,9 @@ from labctl.lab.libvirt.appliance.modules import module_index, module_load_order
 from labctl.lab.libvirt.appliance.tools import Progress, run, say
 
 BUSYBOX = "/bin/busybox"
-BINARIES: tuple[str, ...] = ("/sbin/ethtool", "/usr/bin/dpdk-testpmd")
+BINARIES: tuple[str, ...] = ("/sbin/ethtool", "/usr/bin/dpdk-testpmd",
+                             # the tcp workloads' tools (serve mode, labctl.stack=kernel)
+                             "/usr/bin/iperf3", "/usr/bin/sockperf")
 # coreutils' stdbuf preload library: testpmd writes to a pipe in the appliance, and its stdio would
 # hold every line until exit without _STDBUF_O=L
 PRELOAD_LIBS: tuple[str, ...] = ("/usr/libexec/coreutils/libstdbuf.so",)
@@ -189,7 +191,7 @@ def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
     binaries = [Path(b) for b in BINARIES + PRELOAD_LIBS]
     for b in binaries:
         if not b.exists():
-            raise ApplianceError(f"{b} is missing (install ethtool, dpdk-dev and coreutils)")
+            raise ApplianceError(f"{b} is missing (install ethtool, dpdk-dev, coreutils, iperf3 and sockperf)")
     plugin_dir = dpdk_plugin_dir()
     plugins = _plugin_files(plugin_dir)
     libs = ldd_closure(binaries + plugins)

@@ -32,6 +32,9 @@ TOOL_PACKAGES: tuple[str, ...] = (
     "librte-bus-pci23",
     "libc6",
     "coreutils",
+    "iperf3",  # the tcp workloads (labctl.workload.tcp)
+    "libiperf0",
+    "sockperf",
 )
 
 

@@ -120,3 +120,13 @@ def test_special_characters_are_escaped():
 def test_tap_names_unique_and_short():
     a, b = "a" * 40, "a" * 39 + "b"
     assert tap_name(a, 0) != tap_name(b, 0) and len(tap_name(a, 7)) <= 15
+
+
+def test_kernel_nics_use_vhost_net_only_where_the_host_has_it():
+    plan = derive(load_profile(ROOT / "domains" / "tcp-multiqueue.yaml", cpus=CPUS).profile)
+    userspace = ET.fromstring(render_plan(plan, RenderContext())).find("devices/interface/driver")
+    vhost = ET.fromstring(render_plan(plan, RenderContext(vhost_net=True))).find("devices/interface/driver")
+    assert userspace.get("name") == "qemu" and vhost.get("name") == "vhost"
+    assert vhost.get("queues") == "2"
+    if shutil.which("virt-xml-validate"):
+        assert validate_xml(render_plan(plan, RenderContext(vhost_net=True))).returncode == 0

@@ -18,6 +18,19 @@
 #                                                 show fwd stats all: a LABCTL-STATS line with "seq")
 #                           END                -> quit testpmd; LABCTL-FWD-END {json}
 #                           POWEROFF           -> LABCTL-DONE and power off
+#                         with labctl.stack=kernel the NICs stay with the kernel's virtio_net (no binding, no
+#                         hugepages, no FWD) for the tcp workloads (labctl.workload.tcp), and these commands:
+#                           NET MAC ADDR/PREFIX -> the address on that NIC (up); LABCTL-NET {json}
+#                           NET MAC dhcp       -> an address from the network's DHCP server (udhcpc)
+#                           QUEUES MAC N       -> ethtool -L IF combined N; LABCTL-QUEUES {"rc", "message", "nic"}
+#                                                 ("nic" as LABCTL-NIC, read back after the change)
+#                           RUN ID PORT ARG,.. -> start iperf3 or sockperf with these arguments in the background
+#                                                 (PORT > 0: wait until something listens on it); LABCTL-RUNNING
+#                                                 {"id"}; when it ends LABCTL-RESULT {"id", "rc", "output"}
+#                           STAT MAC           -> LABCTL-STAT {"stat", "interrupts", "ethtool", "snmp"}: the text
+#                                                 of /proc/stat cpu lines, virtio lines of /proc/interrupts,
+#                                                 ethtool -S IF and the Tcp: lines of /proc/net/snmp
+#                           KILL               -> stop every RUN job; LABCTL-KILLED {"n"}
 #   labctl.mode=shell     (debugging) a busybox shell on the console.
 # Workload parameters (defaults in brackets):
 #   labctl.testpmd=ARG,ARG,...   dpdk-testpmd's application arguments, comma-separated: the lab plan's
@@ -33,6 +46,7 @@
 #   labctl.timeout=SECONDS [duration + 600] hard limit before power off
 #   labctl.ready_timeout=SECONDS [300] for testpmd to bring its ports up
 #   labctl.debug=1         copy testpmd's own output to the console
+#   labctl.stack=dpdk|kernel [dpdk]  serve mode: bind the NICs for testpmd, or leave them to virtio_net
 # Every line meant for the host starts with LABCTL-; nothing else on the console is a contract.
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -90,6 +104,13 @@ json_num() {
         ''|*[!0-9]*) printf 'null' ;;
         *) printf '%s' "$1" ;;
     esac
+}
+
+json_text() {
+    # a file's text as one JSON string literal: newlines as \n, tabs as spaces, other control characters
+    # (terminal colour escapes, carriage returns) dropped
+    tr -d '\000-\010\013-\037' <"$1" 2>/dev/null | awk 'BEGIN { ORS = ""; print "\"" }
+        { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\t/, " "); print $0 "\\n" } END { print "\"" }'
 }
 
 is_uint() {
@@ -291,10 +312,9 @@ parse_testpmd_args() {
     return 0
 }
 
-prepare_ports() {
-    # the virtio-net NICs reported (LABCTL-NIC), bound to the userspace driver, hugepages reserved;
-    # sets nics_json, maxq, allow
-    driver=${LABCTL_driver:-uio_pci_generic}
+report_nics() {
+    # the virtio stack loaded, the channel found, one LABCTL-NIC line per virtio-net NIC; sets nics,
+    # nics_json, maxq (the fewest queue pairs of any NIC) and pcis
     load_modules net
     find_channel
     wait_nics
@@ -318,6 +338,14 @@ prepare_ports() {
         pcis="$pcis $(nic_pci "$ifname")"
     done
     [ -n "$maxq" ] || maxq=1
+    return 0
+}
+
+prepare_ports() {
+    # the virtio-net NICs reported (LABCTL-NIC), bound to the userspace driver, hugepages reserved;
+    # sets nics_json, maxq, allow
+    driver=${LABCTL_driver:-uio_pci_generic}
+    report_nics || return 1
     case "$driver" in
         uio_pci_generic) load_modules uio ;;
         vfio-pci|vfio_pci)
@@ -575,12 +603,119 @@ fwd_end() {
     emit "LABCTL-FWD-END {\"running\": true, \"clean\": $([ -e "$ended" ] && echo true || echo false)}"
 }
 
+# --- serve, kernel stack: the NICs stay with virtio_net; iperf3/sockperf jobs driven over the channel --------
+nic_of_mac() {
+    for ifname in $(virtio_nics); do
+        [ "$(cat "/sys/class/net/$ifname/address")" = "$1" ] && { echo "$ifname"; return 0; }
+    done
+    error args "no virtio-net NIC with MAC $1"
+    return 1
+}
+
+kernel_net() {
+    # NET MAC ADDR/PREFIX | NET MAC dhcp
+    set -- $1
+    ifname=$(nic_of_mac "$1") || return
+    addr=$2
+    ip link set "$ifname" up
+    if [ "$addr" = dhcp ]; then
+        printf '%s\n' '#!/bin/sh' \
+            'case "$1" in bound|renew) ip addr flush dev "$interface"; ip addr add "$ip/${mask:-24}" dev "$interface"; echo "$ip/${mask:-24}" >/tmp/labctl.dhcp ;; esac' \
+            >/tmp/labctl-udhcpc.sh
+        chmod 755 /tmp/labctl-udhcpc.sh
+        rm -f /tmp/labctl.dhcp
+        udhcpc -i "$ifname" -n -q -t 20 -T 2 -s /tmp/labctl-udhcpc.sh >/dev/null 2>&1
+        addr=$(cat /tmp/labctl.dhcp 2>/dev/null)
+        [ -n "$addr" ] || { error net "no DHCP lease on $ifname"; return; }
+    else
+        case "$addr" in ''|*[!0-9./]*) error args "bad address: $addr"; return ;; esac
+        ip addr flush dev "$ifname"
+        ip addr add "$addr" dev "$ifname" || { error net "ip addr add $addr dev $ifname failed"; return; }
+    fi
+    emit "LABCTL-NET {\"ifname\": $(json_str "$ifname"), \"mac\": $(json_str "$1"), \"addr\": $(json_str "$addr")}"
+}
+
+kernel_queues() {
+    # QUEUES MAC N: the combined channels the driver uses, read back
+    set -- $1
+    ifname=$(nic_of_mac "$1") || return
+    is_uint "$2" || { error args "not a number: $2"; return; }
+    msg=$(ethtool -L "$ifname" combined "$2" 2>&1)
+    rc=$?
+    emit "LABCTL-QUEUES {\"rc\": $rc, \"message\": $(json_str "$(echo "$msg" | tr '\n\t' '  ')"), \"nic\": $(nic_json "$ifname")}"
+}
+
+kernel_run() {
+    # RUN ID PORT ARG,ARG,...: a workload tool in the background, its output reported when it ends
+    set -- $1
+    id=$1 port=$2
+    is_uint "$id" && is_uint "$port" || { error args "RUN ID PORT ARGS: not numbers: $id $port"; return; }
+    args=$(echo "$3" | tr ',' ' ')
+    for a in $args; do
+        case "$a" in *[!A-Za-z0-9_.=:/+-]*) error args "bad argument: $a"; return ;; esac
+    done
+    set -- $args
+    case "$1" in iperf3|sockperf) ;; *) error args "not a workload tool: $1"; return ;; esac
+    out=/tmp/labctl-job-$id.out
+    rm -f "$out"
+    ( "$@" >"$out" 2>&1 </dev/null; rc=$?
+      emit "LABCTL-RESULT {\"id\": $id, \"rc\": $rc, \"output\": $(json_text "$out")}" ) &
+    if [ "$port" -gt 0 ]; then
+        hex=$(printf '%04X' "$port")
+        i=0
+        while ! awk -v p=":$hex" '$2 ~ (p "$") && $4 == "0A" { found = 1 } END { exit !found }' /proc/net/tcp; do
+            i=$((i + 1))
+            [ "$i" -gt 300 ] && { error run "job $id: nothing listens on port $port after 30 s"; return; }
+            sleep 0.1
+        done
+    fi
+    emit "LABCTL-RUNNING {\"id\": $id}"
+}
+
+kernel_stat() {
+    # STAT MAC: the guest's CPU, the NIC's per-queue interrupts and counters, TCP's counters
+    ifname=$(nic_of_mac "$1") || return
+    grep '^cpu' /proc/stat >/tmp/labctl.stat
+    grep 'virtio' /proc/interrupts >/tmp/labctl.irq
+    ethtool -S "$ifname" >/tmp/labctl.eth 2>&1
+    grep '^Tcp:' /proc/net/snmp >/tmp/labctl.snmp
+    emit "LABCTL-STAT {\"stat\": $(json_text /tmp/labctl.stat), \"interrupts\": $(json_text /tmp/labctl.irq), \"ethtool\": $(json_text /tmp/labctl.eth), \"snmp\": $(json_text /tmp/labctl.snmp)}"
+}
+
+kernel_kill() {
+    # KILL: every RUN job (the appliance runs nothing else named so)
+    n=0
+    for pid in $(pidof iperf3 sockperf); do
+        kill "$pid" 2>/dev/null && n=$((n + 1))
+    done
+    i=0
+    while [ -n "$(pidof iperf3 sockperf)" ] && [ $i -lt 20 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    for pid in $(pidof iperf3 sockperf); do kill -9 "$pid" 2>/dev/null; done
+    emit "LABCTL-KILLED {\"n\": $n}"
+}
+
+prepare_kernel() {
+    # the NICs reported and left to virtio_net, loopback up
+    report_nics || return 1
+    ip link set lo up
+    for ifname in $nics; do ip link set "$ifname" up; done
+    return 0
+}
+
 mode_serve() {
     if [ -z "$LABCTL_channel" ]; then
         error args "serve mode needs labctl.channel"
         return
     fi
-    prepare_ports || return
+    stack=${LABCTL_stack:-dpdk}
+    case "$stack" in
+        kernel) prepare_kernel || return ;;
+        dpdk) prepare_ports || return ;;
+        *) error args "unknown labctl.stack=$stack"; return ;;
+    esac
     if [ -z "$CHANNEL_DEV" ]; then
         error channel "no virtio-serial port named $LABCTL_channel"
         return
@@ -595,9 +730,20 @@ mode_serve() {
         case "$cmd" in
             HELLO)
                 printf '%s' "$nics_json" | while read -r js; do [ -n "$js" ] && emit "LABCTL-NIC $js"; done
-                emit "LABCTL-READY {\"vcpus\": $(nproc), \"maxq\": $maxq}"
+                emit "LABCTL-READY {\"vcpus\": $(nproc), \"maxq\": $maxq, \"stack\": $(json_str "$stack")}"
                 ;;
-            FWD) fwd_start "$args" ;;
+            FWD)
+                if [ "$stack" = kernel ]; then
+                    error args "no forwarder with labctl.stack=kernel (the NICs stay with virtio_net)"
+                else
+                    fwd_start "$args"
+                fi
+                ;;
+            NET) kernel_net "$args" ;;
+            QUEUES) kernel_queues "$args" ;;
+            RUN) kernel_run "$args" ;;
+            STAT) kernel_stat "$args" ;;
+            KILL) kernel_kill ;;
             TP)
                 if [ -n "$fwd_running" ]; then
                     case "$args" in *[!A-Za-z0-9_\ .-]*|'') error args "bad testpmd command: $args" ;;
@@ -607,7 +753,11 @@ mode_serve() {
                 fi
                 ;;
             END) fwd_end ;;
-            POWEROFF) [ -n "$fwd_running" ] && fwd_end; break ;;
+            POWEROFF)
+                [ -n "$fwd_running" ] && fwd_end
+                [ "$stack" = kernel ] && kernel_kill
+                break
+                ;;
             '') ;;
             *) error args "unknown command: $cmd" ;;
         esac
