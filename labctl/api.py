@@ -75,11 +75,11 @@ def validate(paths: Iterable[str | Path]) -> list[Validation]:
     return out
 
 
-def render(loaded: LoadedProfile, uri: str | None = None) -> str:
-    """The libvirt domain XML of a profile."""
+def render(loaded: LoadedProfile, uri: str | None = None, guest: str = "a") -> str:
+    """The libvirt domain XML of a profile (``guest`` ``b``: guest B of a vm2vm profile)."""
     from labctl.lab.libvirt.lifecycle import render_profile
 
-    return render_profile(loaded.profile, uri)
+    return render_profile(loaded.profile, uri, guest)
 
 
 # --- libvirt labs -------------------------------------------------------------------------------------

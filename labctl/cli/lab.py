@@ -28,9 +28,10 @@ def validate(files: List[Path] = typer.Argument(..., help="lab profiles (YAML)")
         raise typer.Exit(2)
 
 
-def render(file: Path, uri: Optional[str] = URI, set_: Optional[List[str]] = SET) -> None:
+def render(file: Path, uri: Optional[str] = URI, set_: Optional[List[str]] = SET,
+           guest: str = typer.Option("a", "--guest", help="a | b (guest B of a vm2vm profile)")) -> None:
     """Print the libvirt domain XML for a profile."""
-    typer.echo(api.render(api.load(file, api.parse_overrides(set_)), uri), nl=False)
+    typer.echo(api.render(api.load(file, api.parse_overrides(set_)), uri, guest), nl=False)
 
 
 def up(file: Path, uri: Optional[str] = URI,

@@ -89,11 +89,14 @@ class LabSession:
             self._phase("the domain changes: powering the guest off")
             self.close_guest()
         if self.guest is None:
-            lab_class = GuestLab if plan.tcp is None else KernelGuestLab  # the DPDK forwarder or tcp kinds
+            if plan.topology == "vm2vm":
+                from labctl.lab.libvirt.vm2vm import Vm2vmGuestLab as lab_class  # two guests, one vswitch
+            else:
+                lab_class = GuestLab if plan.tcp is None else KernelGuestLab  # the DPDK forwarder or tcp kinds
             guest = lab_class(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
             self.guest = guest
             guest.boot()
-            self.boots += 1
+            self.boots += guest.domains  # vm2vm boots two
             self.boot_s += guest.boot_s
         self.guest.warnings = warnings
         self.guest.start(plan)

@@ -289,15 +289,19 @@ def _topology(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
             yield _warn("workload.mode", f"{p.workload.mode} has no effect in vm2vm (guest A runs txonly, B rxonly)")
 
 
-@rule("guest-setup", "labctl measures a libvirt guest in pvp behind its testpmd host side: two guests (vm2vm) and "
-      "a guest behind OVS-DPDK are built on the embedded lab only, so far.", "labctl.lab.libvirt.guest")
+@rule("guest-setup", "Two libvirt guests meet at the testpmd vswitch over vhost-user (vm2vm); a libvirt guest "
+      "behind OVS-DPDK is built on the embedded lab only, so far.", "labctl.lab.libvirt.vm2vm, labctl.lab.libvirt.guest")
 def _guest_setup(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     if p.backend != "libvirt":
         return
     if p.topology == "vm2vm":
-        yield _err("topology", "vm2vm runs on the embedded lab only (allowed: pvp with backend libvirt)")
+        for i, nic in enumerate(p.guest.nics):
+            if nic.backend != "vhostuser":
+                yield _err(f"guest.nics.{i}.backend", f"{nic.backend}: vm2vm guests meet at the vswitch over "
+                                                      "vhost-user (allowed: vhostuser)")
     if p.vswitch.kind == "ovs-dpdk":
         yield _err("vswitch.kind", "ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)")
+
 
 TCP_KINDS = ("tcp_stream", "tcp_rr")
 

@@ -111,6 +111,29 @@ workload: {duration_s: 2, warmup_s: 1}
     assert {nic["negotiated"]["driver"] for nic in record.details["nics"]} == {"e1000"}  # the guest's own driver
 
 
+def test_vm2vm_between_two_guests(clean_lab, write_profile, tmp_path):
+    """Guest A (txonly) -> the testpmd vswitch -> guest B (rxonly): both booted once for a workload sweep,
+    the rate what B received, and both domains gone afterwards (clean_lab)."""
+    text = (ROOT / "domains" / "guest-vm2vm.yaml").read_text()
+    path = write_profile(text.replace("name: guest-vm2vm", "name: it-gv2v").replace("duration_s: 5", "duration_s: 2")
+                         .replace("warmup_s: 2", "warmup_s: 1"), "it-gv2v.yaml")
+    db = tmp_path / "v.db"
+    result = api.sweep(api.load(path), db)
+    assert (result.ok, result.failed) == (2, 0)
+    with Store(db) as store:
+        records = store.trials(result.run_id)
+        assert store.run(result.run_id)["info"]["boots"] == 2  # A and B, once
+    for record in records:
+        m = record.metrics
+        assert m.mpps > 0 and m.rx_packets > 0 and m.tx_packets >= m.rx_packets
+        assert set(m.drops) == {"guest_a_tx_ring_full", "guest_b_rx_ring_full", "unaccounted"}
+        assert record.details["topology"] == "vm2vm" and record.details["nics_b"]
+        macs_a = {n["mac"] for n in record.details["nics"]}
+        assert macs_a.isdisjoint({n["mac"] for n in record.details["nics_b"]})
+        assert {"guest.vcpu0", "guestb.vcpu0"} <= set(record.env.pins)
+    assert [r.details["boot"]["booted"] for r in records] == [True, False]
+
+
 def _stored(db) -> list[tuple[int, str]]:
     if not db.exists():
         return []

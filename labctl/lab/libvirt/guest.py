@@ -51,10 +51,13 @@ def check_measurable(plan: LabPlan, uri: str) -> None:
     """Trials need a real hypervisor and one kind of host side for every NIC."""
     if uri.startswith("test:"):
         raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
-    if plan.topology == "vm2vm" or plan.vswitch.kind == "ovs-dpdk":
-        field = "topology" if plan.topology == "vm2vm" else "vswitch.kind"
-        raise UserError(f"{field}: libvirt guests are measured in pvp through the testpmd vswitch here "
-                        "(allowed: backend embedded for vm2vm and OVS-DPDK)")
+    if plan.vswitch.kind == "ovs-dpdk":
+        raise UserError("vswitch.kind: ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)")
+    if plan.topology == "vm2vm":
+        for nic in plan.nics:
+            if nic.backend != "vhostuser":
+                raise UserError(f"guest.nics.{nic.index}.backend: vm2vm guests meet at the vswitch over vhost-user "
+                                f"(allowed: vhostuser; got {nic.backend})")
     kinds = {"vhostuser" if n.backend == "vhostuser" else "tap" for n in plan.nics}
     if len(kinds) > 1:
         raise UserError("guest.nics: a measured guest has either vhost-user NICs or tap/network NICs, not both "
@@ -74,7 +77,7 @@ def wait_for_paths(proc: Any, paths: list, timeout_s: float = 60.0) -> None:
         signals.sleep(0.05)
 
 
-def _guest_stats(data: dict[str, Any]) -> tuple[dict[int, FwdStats], dict[int, dict[str, Any]]]:
+def guest_stats(data: dict[str, Any]) -> tuple[dict[int, FwdStats], dict[int, dict[str, Any]]]:
     """The guest forwarder's LABCTL-STATS as the embedded lab's guest snapshot: per-port forward stats
     and per-port/queue packet counts (testpmd's per-stream stats, one stream per rx queue)."""
     fwd, ports = {}, {}
@@ -133,6 +136,10 @@ class GuestLab:
     #: the kernel-stack lab (labctl.lab.libvirt.kernel) sets both
     serve_params: dict[str, str] = {}
     vhost_net = False
+    #: whether this guest starts its own host side (False: vm2vm's two guests share one vswitch)
+    own_host_side = True
+    #: domains a boot starts
+    domains = 1
 
     def boot(self) -> None:
         plan = self.plan
@@ -172,7 +179,7 @@ class GuestLab:
         plan.dirs.run.mkdir(parents=True, exist_ok=True)
         plan.dirs.log.mkdir(parents=True, exist_ok=True)
         plan.dirs.serial_log.unlink(missing_ok=True)
-        if plan.vhostuser_nics:
+        if plan.vhostuser_nics and self.own_host_side:
             self.phase("starting the vswitch (vhost-user servers)")
             self._start_vswitch(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
         for nic in plan.nics:
@@ -263,14 +270,14 @@ class GuestLab:
         t = time.monotonic()
         vswitch_ports = self._telemetry.snapshot()
         vswitch_fwd = self.vswitch.fwd_stats()
-        guest_fwd, guest_ports = _guest_stats(self.channel.stats())
+        guest_fwd, guest_ports = guest_stats(self.channel.stats())
         return Snapshot(t, vswitch_fwd, guest_fwd, vswitch_ports, guest_ports)
 
     def guest_counters(self) -> GuestCounters:
         """The guest forwarder's counters now, over the channel (labgen trials)."""
         assert self.channel is not None
         t = time.monotonic()
-        fwd, ports = _guest_stats(self.channel.stats())
+        fwd, ports = guest_stats(self.channel.stats())
         return GuestCounters(t, fwd, ports)
 
     def stop_forwarding(self) -> None:

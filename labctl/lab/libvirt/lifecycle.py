@@ -57,8 +57,18 @@ def render_context(uri: str, cmdline: str | None = None, appliance: Any = None,
     return RenderContext(domain_type=hypervisor.domain_type_for(uri, kvm.usable), **extra)
 
 
-def render_profile(profile: Profile, uri: str | None = None) -> str:
-    return render(derive(profile), render_context(uri or profile.libvirt_uri))
+def render_profile(profile: Profile, uri: str | None = None, guest: str = "a") -> str:
+    """The domain XML of the profile's guest (``guest`` ``b``: vm2vm's guest B)."""
+    if guest not in ("a", "b"):
+        raise UserError(f"--guest {guest}: not a guest (allowed: a, b)")
+    plan = derive(profile)
+    if guest == "b":
+        if plan.topology != "vm2vm":
+            raise UserError(f"--guest b: only a vm2vm profile has a guest B (topology {plan.topology}; allowed: a)")
+        from labctl.lab.libvirt.vm2vm import guest_b_plan
+
+        plan = guest_b_plan(plan)
+    return render(plan, render_context(uri or profile.libvirt_uri))
 
 
 def appliance_cmdline(plan: LabPlan, appliance: Any, mode: str) -> str:

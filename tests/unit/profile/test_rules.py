@@ -198,7 +198,7 @@ def _one_line(overrides, write_profile=None):
      ["guest.nics.0.backend: tap cannot be an OVS-DPDK port here (allowed: vhostuser with vswitch.kind ovs-dpdk)",
       "vswitch.kind: ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)"]),
     ({"_tap": True, "topology": "vm2vm"},
-     ["topology: vm2vm runs on the embedded lab only (allowed: pvp with backend libvirt)"]),
+     ["guest.nics.0.backend: tap: vm2vm guests meet at the vswitch over vhost-user (allowed: vhostuser)"]),
     ({"guest.nics.*.model": "e1000"},
      ["guest.nics.0.model: e1000 cannot run in the embedded lab (allowed: virtio)",
       "guest.nics.1.model: e1000 cannot run in the embedded lab (allowed: virtio)"]),

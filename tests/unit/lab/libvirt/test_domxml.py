@@ -42,6 +42,24 @@ def test_golden(path):
     assert xml == golden.read_text(encoding="utf-8")
 
 
+def test_vm2vm_guest_b_is_a_domain_of_its_own():
+    from labctl.lab.libvirt.vm2vm import guest_b_plan
+
+    profile = load_profile(ROOT / "domains" / "guest-vm2vm.yaml", cpus=CPUS).profile
+    plan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
+    a, b = render_plan(plan, FIXED), render_plan(guest_b_plan(plan), FIXED)
+    golden = GOLDEN / "guest-vm2vm-b.xml"
+    if os.environ.get("LABCTL_UPDATE_GOLDEN"):
+        golden.write_text(b, encoding="utf-8")
+    assert b == golden.read_text(encoding="utf-8")
+    root_a, root_b = ET.fromstring(a), ET.fromstring(b)
+    assert root_b.findtext("name") == root_a.findtext("name") + "-b"
+    sockets = lambda root: [s.get("path") for s in root.iter("source") if s.get("path", "").endswith(".sock")]
+    macs = lambda root: [m.get("address") for m in root.iter("mac")]
+    assert sockets(root_b) == ["/run/labctl/guest-vm2vm/vhost-b0.sock", "/run/labctl/guest-vm2vm/vhost-b1.sock"]
+    assert not set(sockets(root_a)) & set(sockets(root_b)) and not set(macs(root_a)) & set(macs(root_b))
+
+
 needs_validator = pytest.mark.skipif(shutil.which("virt-xml-validate") is None, reason="libxml2-utils/libvirt-clients")
 
 
