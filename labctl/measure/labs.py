@@ -91,6 +91,8 @@ class LabSession:
         if self.guest is None:
             if plan.topology == "vm2vm":
                 from labctl.lab.libvirt.vm2vm import Vm2vmGuestLab as lab_class  # two guests, one vswitch
+            elif plan.vswitch.kind == "ovs-dpdk":
+                from labctl.lab.libvirt.ovs_guest import OvsGuestLab as lab_class  # OVS and labgen host side
             else:
                 lab_class = GuestLab if plan.tcp is None else KernelGuestLab  # the DPDK forwarder or tcp kinds
             guest = lab_class(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)

@@ -289,8 +289,9 @@ def _topology(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
             yield _warn("workload.mode", f"{p.workload.mode} has no effect in vm2vm (guest A runs txonly, B rxonly)")
 
 
-@rule("guest-setup", "Two libvirt guests meet at the testpmd vswitch over vhost-user (vm2vm); a libvirt guest "
-      "behind OVS-DPDK is built on the embedded lab only, so far.", "labctl.lab.libvirt.vm2vm, labctl.lab.libvirt.guest")
+@rule("guest-setup", "Two libvirt guests meet at the testpmd vswitch over vhost-user (vm2vm); one libvirt guest "
+      "behind OVS-DPDK is fed by labgen (QEMU the vhost-user server, OVS's dpdkvhostuserclient ports the clients).",
+      "labctl.lab.libvirt.vm2vm, labctl.lab.libvirt.ovs_guest; OVS docs topics/dpdk/vhost-user")
 def _guest_setup(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     if p.backend != "libvirt":
         return
@@ -300,7 +301,12 @@ def _guest_setup(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
                 yield _err(f"guest.nics.{i}.backend", f"{nic.backend}: vm2vm guests meet at the vswitch over "
                                                       "vhost-user (allowed: vhostuser)")
     if p.vswitch.kind == "ovs-dpdk":
-        yield _err("vswitch.kind", "ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)")
+        if p.topology == "vm2vm":
+            yield _err("vswitch.kind", "vm2vm between libvirt guests runs through the testpmd vswitch "
+                                       "(allowed: testpmd with topology vm2vm and backend libvirt)")
+        if p.workload.generator != "labgen":
+            yield _err("workload.generator", f"{p.workload.generator}: a libvirt guest behind OVS-DPDK is fed by "
+                                             "labgen (allowed: labgen)")
 
 
 TCP_KINDS = ("tcp_stream", "tcp_rr")

@@ -140,3 +140,22 @@ def run_until_measuring(argv: list[str], timeout_s: float = 300.0):
         proc.communicate()
         raise AssertionError(f"no trial reached its window: {lines[-5:]}")
     return proc
+
+
+def _ovs_installed() -> bool:
+    from labctl.lab.ovs import commands as ovs_cmd
+
+    return Path(ovs_cmd.VSWITCHD).exists()
+
+
+needs_ovs = pytest.mark.skipif(not _ovs_installed(), reason="openvswitch-switch-dpdk not installed")
+
+
+def ovs_daemons(lab: str) -> list:
+    """ovsdb-server/ovs-vswitchd processes of a lab (their command lines name the lab's OVS directory)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if ("ovsdb-server" in cmdline or "ovs-vswitchd" in cmdline) and f"ovs-{lab}" in cmdline:
+            found.append(proc)
+    return found

@@ -20,7 +20,7 @@ from labctl import api
 from labctl.lab.ledger import load_state
 from labctl.results.store import Store
 from tests.conftest import ROOT
-from tests.integration.conftest import dpdk_processes_of, needs_dpdk, needs_libvirtd, run_until_measuring
+from tests.integration.conftest import dpdk_processes_of, needs_dpdk, needs_libvirtd, needs_ovs, ovs_daemons, run_until_measuring
 
 pytestmark = [needs_dpdk, needs_libvirtd]
 
@@ -132,6 +132,23 @@ def test_vm2vm_between_two_guests(clean_lab, write_profile, tmp_path):
         assert macs_a.isdisjoint({n["mac"] for n in record.details["nics_b"]})
         assert {"guest.vcpu0", "guestb.vcpu0"} <= set(record.env.pins)
     assert [r.details["boot"]["booted"] for r in records] == [True, False]
+
+
+@needs_ovs
+def test_guest_behind_ovs_dpdk(clean_lab, write_profile):
+    """labgen -> OVS -> a libvirt guest (QEMU the vhost-user server) -> OVS -> labgen: an ok record with
+    OVS's PMD statistics, and no OVS daemon of the lab afterwards."""
+    text = (ROOT / "domains" / "guest-ovs.yaml").read_text()
+    path = write_profile(text.replace("name: guest-ovs", "name: it-govs").replace("duration_s: 5", "duration_s: 2")
+                         .replace("warmup_s: 2", "warmup_s: 1"), "it-govs.yaml")
+    record = api.run(api.load(path))
+    assert record.status == "ok", record.error
+    assert record.metrics.mpps > 0 and record.details["vswitch"] == "ovs-dpdk"
+    pmd = record.details["ovs"]["pmd"]["pmds"]
+    queues = {(q["port"], q["queue"]) for p in pmd.values() for q in p["rxqs"]}
+    assert {("vm0", 0), ("vm1", 0), ("gen0", 0), ("gen1", 0)} <= queues
+    assert record.metrics.vswitch_cycles_per_packet > 0
+    assert ovs_daemons("it-govs") == [] and not load_state("it-govs").resources
 
 
 def _stored(db) -> list[tuple[int, str]]:

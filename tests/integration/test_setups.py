@@ -18,21 +18,10 @@ from labctl import api
 from labctl.lab.ledger import load_state
 from labctl.lab.ovs import commands as ovs_cmd
 from tests.conftest import DOMAINS, ROOT
-from tests.integration.conftest import needs_dpdk
+from tests.integration.conftest import needs_dpdk, needs_ovs, ovs_daemons
 
-needs_ovs = pytest.mark.skipif(not Path(ovs_cmd.VSWITCHD).exists(), reason="openvswitch-switch-dpdk not installed")
 pytestmark = needs_dpdk
 SHORT = {"workload.duration_s": 2, "workload.warmup_s": 0.5}
-
-
-def ovs_daemons(lab: str) -> list[psutil.Process]:
-    """ovsdb-server/ovs-vswitchd processes of a lab (their command lines name the lab's OVS directory)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info.get("cmdline") or [])
-        if ("ovsdb-server" in cmdline or "ovs-vswitchd" in cmdline) and f"ovs-{lab}" in cmdline:
-            found.append(proc)
-    return found
 
 
 @needs_ovs

@@ -35,10 +35,11 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return element
 
 
-def _interface(devices: ET.Element, nic: NicPlan, vhost_net: bool = False) -> None:
+def _interface(devices: ET.Element, nic: NicPlan, vhost_net: bool = False, qemu_server: bool = False) -> None:
     if nic.backend == "vhostuser":
         iface = _sub(devices, "interface", type="vhostuser")
-        _sub(iface, "source", type="unix", path=str(nic.socket), mode="client")
+        # QEMU connects to the testpmd vswitch's servers; OVS's dpdkvhostuserclient ports connect to QEMU's
+        _sub(iface, "source", type="unix", path=str(nic.socket), mode="server" if qemu_server else "client")
     elif nic.backend == "tap":
         iface = _sub(devices, "interface", type="ethernet")
         _sub(iface, "target", dev=nic.tap, managed="yes")
@@ -111,7 +112,7 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
 
     devices = _sub(domain, "devices")
     for nic in plan.nics:
-        _interface(devices, nic, ctx.vhost_net)
+        _interface(devices, nic, ctx.vhost_net, qemu_server=plan.vswitch.kind == "ovs-dpdk")
     serial = _sub(devices, "serial", type="file")
     _sub(serial, "source", path=str(plan.dirs.serial_log))
     _sub(serial, "target", port="0")

@@ -51,8 +51,9 @@ def check_measurable(plan: LabPlan, uri: str) -> None:
     """Trials need a real hypervisor and one kind of host side for every NIC."""
     if uri.startswith("test:"):
         raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
-    if plan.vswitch.kind == "ovs-dpdk":
-        raise UserError("vswitch.kind: ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)")
+    if plan.vswitch.kind == "ovs-dpdk" and plan.topology == "vm2vm":
+        raise UserError("vswitch.kind: vm2vm between libvirt guests runs through the testpmd vswitch "
+                        "(allowed: testpmd with topology vm2vm and backend libvirt)")
     if plan.topology == "vm2vm":
         for nic in plan.nics:
             if nic.backend != "vhostuser":

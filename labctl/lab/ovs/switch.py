@@ -267,14 +267,16 @@ class OvsSwitch:
         self.flow(a, b)
         self.flow(b, a)
 
-    def wait_connected(self, timeout_s: float = 30.0) -> dict[str, list[int]]:
-        """Wait until every port's vhost-user connection is up and OVS polls the ``n_rxq`` rx queues each
-        port was given; returns the enabled queue ids per port."""
+    def wait_connected(self, timeout_s: float = 30.0, ports: list[str] | None = None) -> dict[str, list[int]]:
+        """Wait until every port's (``ports``: these ports') vhost-user connection is up and OVS polls the
+        ``n_rxq`` rx queues each port was given (a guest's queues are enabled once its driver set them
+        up); returns the enabled queue ids per port."""
         enabled: dict[str, list[int]] = {}
+        wanted = {p: n for p, n in self.ports.items() if ports is None or p in ports}
 
         def ready() -> bool:
             interfaces = stats.parse_interfaces(self._run(cmd.interfaces_json(self.paths)))
-            if any(interfaces.get(p, {}).get("status", {}).get("status") != "connected" for p in self.ports):
+            if any(interfaces.get(p, {}).get("status", {}).get("status") != "connected" for p in wanted):
                 return False
             placement = stats.parse_pmd_rxq(self._run(cmd.pmd_rxq_show(self.paths)))
             enabled.clear()
@@ -282,9 +284,9 @@ class OvsSwitch:
                 for rxq in pmd["rxqs"]:
                     if rxq["enabled"]:
                         enabled.setdefault(rxq["port"], []).append(rxq["queue"])
-            return all(len(enabled.get(p, [])) == n for p, n in self.ports.items())
+            return all(len(enabled.get(p, [])) == n for p, n in wanted.items())
 
-        self._wait("ovs-vswitchd", f"ports {', '.join(self.ports)} were connected", ready, timeout_s)
+        self._wait("ovs-vswitchd", f"ports {', '.join(wanted)} were connected", ready, timeout_s)
         return {p: sorted(q) for p, q in enabled.items()}
 
     # ---- knobs ------------------------------------------------------------------------------

@@ -195,8 +195,11 @@ def _one_line(overrides, write_profile=None):
      ["vswitch.tx_flush_interval: an Open vSwitch knob (allowed: with vswitch.kind ovs-dpdk; leave it out with kind "
       "testpmd)"]),
     ({"_tap": True, "vswitch.kind": "ovs-dpdk"},
-     ["guest.nics.0.backend: tap cannot be an OVS-DPDK port here (allowed: vhostuser with vswitch.kind ovs-dpdk)",
-      "vswitch.kind: ovs-dpdk runs on the embedded lab only (allowed: testpmd with backend libvirt)"]),
+     ["guest.nics.0.backend: tap cannot be an OVS-DPDK port here (allowed: vhostuser with vswitch.kind ovs-dpdk)"]),
+    ({"_tap": True, "vswitch.kind": "ovs-dpdk", "topology": "vm2vm", "guest.nics.*.backend": "vhostuser",
+      "guest.nics.*.queues": 1},
+     ["vswitch.kind: vm2vm between libvirt guests runs through the testpmd vswitch (allowed: testpmd with topology "
+      "vm2vm and backend libvirt)"]),
     ({"_tap": True, "topology": "vm2vm"},
      ["guest.nics.0.backend: tap: vm2vm guests meet at the vswitch over vhost-user (allowed: vhostuser)"]),
     ({"guest.nics.*.model": "e1000"},

@@ -1,0 +1,134 @@
+"""A libvirt guest behind labctl's own OVS-DPDK: generator -> OVS -> guest -> OVS -> generator.
+
+    boot:  OVS (private DB and daemons, netdev bridge, its own hugepages) -> dpdkvhostuserclient ports
+           vm{i} for the guest's NIC i (QEMU is the vhost-user server: ``mode='server'``, libvirt holds
+           the guest's CPUs until OVS has connected) and gen{i} for the generator's -> flows
+           gen{i} <-> vm{i} -> knobs -> labgen on net_virtio_user server ports -> define + start the
+           domain -> the guest's HELLO -> OVS's ports connected -> labgen's links up
+    trial: as any guest (the plan's forwarder started in the guest over the channel, paced by labgen);
+           OVS's per-PMD statistics cleared when the window opens and read when it closes
+
+The socket directory is handed to QEMU's group (0770): QEMU creates the vm{i} sockets there, OVS
+(root) connects to them. OVS's PMDs run on ``guest.pinning.vhost`` like the testpmd vswitch's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import os
+import time
+from typing import Any
+
+from labctl import platform
+from labctl.dpdk.eal import devarg_path
+from labctl.dpdk.labgen import labgen_process
+from labctl.errors import WorkloadError
+from labctl.lab.hugepages import reserve
+from labctl.lab.libvirt.guest import GuestLab
+from labctl.lab.ovs.switch import OvsSwitch
+
+LINK_TIMEOUT_S = 300.0  # TCG guests bring their ports up slowly
+
+
+def _open_to_qemu(directory) -> None:
+    """QEMU (user and group libvirt-qemu) creates its server sockets in ``directory``."""
+    try:
+        gid = grp.getgrnam(platform.QEMU_GROUP).gr_gid
+    except KeyError:
+        gid = None
+    if gid is not None:
+        os.chown(directory, 0, gid)
+    os.chmod(directory, 0o770)
+
+
+class OvsGuestLab(GuestLab):
+    """One libvirt guest of ``plan`` with OVS-DPDK and labgen as its host side."""
+
+    own_host_side = False  # OVS and labgen are started here, not by GuestLab._boot_domain
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.switch: OvsSwitch | None = None
+
+    def gen_socket(self, index: int):
+        return self.plan.dirs.run / f"gen-{index}.sock"
+
+    def boot(self) -> None:
+        plan, state = self.plan, self.state
+        if plan.generator.kind != "labgen":
+            raise WorkloadError("workload.generator: a guest behind OVS-DPDK is fed by labgen (allowed: labgen)")
+        state.record("dir", str(plan.dirs.run))
+        plan.dirs.run.mkdir(parents=True, exist_ok=True)
+        plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        _open_to_qemu(plan.dirs.run)
+        mount = plan.dirs.hugetlbfs
+        pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
+        self.phase("starting OVS-DPDK")
+        self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
+                                         socket_mem_mb=plan.vswitch.socket_mem_mb)
+        switch.start()
+        gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
+        for sock in [nic.socket for nic in plan.nics] + gen_sockets:
+            state.record("path", str(sock))
+            sock.unlink(missing_ok=True)
+        for nic, gen in zip(plan.nics, gen_sockets):
+            switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
+            switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)
+            switch.connect(f"gen{nic.index}", f"vm{nic.index}")
+        knobs = dict(plan.vswitch.ovs)
+        if plan.vswitch.rxq_affinity:
+            knobs["pmd_rxq_affinity"] = {f"vm{i}": pins for i, pins in plan.vswitch.rxq_affinity.items()}
+        if knobs:
+            switch.configure(**knobs)
+        vdevs = [f"net_virtio_user{i},path={devarg_path(sock)},queues={plan.generator.queues},queue_size=1024,"
+                 "server=1" for i, sock in enumerate(gen_sockets)]
+        generator = labgen_process(vdevs, plan.generator.queues, f"{plan.file_prefix}-gen",
+                                   list(plan.generator.workers), mount, plan.dirs.log / "labgen.log")
+        if reserve(state, mount, generator.eal.memory_mb) is None:
+            raise WorkloadError("hugepages for labgen could not be reserved beside OVS's")
+        self.generator = generator
+        self.pids["generator"] = generator.start_recorded(state)
+        generator.connect(timeout_s=60)
+        t0 = self._boot_domain()  # QEMU makes the vm{i} sockets; OVS connects to them by itself
+        self.phase("waiting for OVS's ports to labgen")
+        switch.wait_connected(timeout_s=LINK_TIMEOUT_S, ports=[f"gen{nic.index}" for nic in plan.nics])
+        self.host_side = ("labgen on net_virtio_user server ports -> OVS-DPDK (netdev bridge, dpdkvhostuserclient "
+                          "ports; QEMU the vhost-user server) -> the guest")
+        self.boot_s = self.timings["boot_s"] = time.monotonic() - t0
+        self.booted_now = True
+
+    # -- OVS's part of a trial -------------------------------------------------------------------
+
+    def start(self, plan=None) -> None:
+        """The guest's forwarder started (GuestLab.start), then OVS polling every queue of its ports (the
+        guest's are enabled once its PMD set them up)."""
+        super().start(plan)
+        assert self.switch is not None
+        self.switch.wait_connected(timeout_s=LINK_TIMEOUT_S)
+
+    def window_started(self) -> None:
+        assert self.switch is not None
+        self.switch.clear_stats()
+
+    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
+        from labctl.lab.embedded.ovs import ovs_metrics
+
+        assert self.switch is not None
+        pmd, ports = self.switch.pmd_stats(), self.switch.port_stats()
+        return {"ovs": {"pmd": pmd, "ports": ports}}, ovs_metrics(pmd)
+
+    @property
+    def pollers(self) -> int:
+        """OVS's PMDs, labgen's workers and the guest's vCPUs."""
+        return (sum(1 for p in self.plan.vswitch.pmds if p) or 1) + super().pollers
+
+    def details(self) -> dict[str, Any]:
+        return {**super().details(), "vswitch": "ovs-dpdk"}
+
+    def close(self) -> None:
+        super().close()
+        if self.switch is not None:
+            with contextlib.suppress(Exception):
+                self.switch.stop()
+            self.switch = None
