@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from labctl.analysis.grouping import group_by, sort_key, varying_knobs
+from labctl.analysis.grouping import knob_value, group_by, sort_key, varying_knobs
 from labctl.analysis.statistics import compare, summarize
 from labctl.errors import UserError
 from labctl.results.record import TrialRecord
@@ -123,8 +123,9 @@ def build_pivot(records: list[TrialRecord], rows: str, by: str, metrics: list[st
     if rows == by:
         raise UserError(f"--rows and --by are both {rows} (allowed: two different knobs)")
     others = [k for k in knobs if k not in (rows, by)]
-    by_values = sorted(group_by(ok, [by]), key=lambda key: sort_key(key[0]))
-    by_values = [key[0] for key in by_values]
+    by_values = [key[0] for key in group_by(sorted(ok, key=lambda r: r.id or 0), [by])]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in by_values):
+        by_values.sort()  # numbers ascending; other values in the order they were measured (the sweep's)
     sections = []
     strata = group_by(ok, others) if others else {(): ok}
     for stratum in sorted(strata, key=lambda key: tuple(sort_key(v) for v in key)):
@@ -157,6 +158,10 @@ def build_pivot(records: list[TrialRecord], rows: str, by: str, metrics: list[st
              "interval; n < 3 per cell gives no verdict)"]
     if any(r.env.accel == "tcg" for r in ok):
         notes.append("TCG: these guests ran under software emulation; the figures are functional, not representative")
+    shared = sorted({str(knob_value(r, by)) for r in ok if r.env.shared_cores})
+    if shared:
+        notes.append(f"shared cores: trials of {by} = {', '.join(shared)} ran with two busy pollers on one CPU or on "
+                     "an oversubscribed host")
     backends = sorted({r.env.virtio_backend for r in ok if r.env.virtio_backend})
     if backends:
         notes.append(f"virtio-net backend: {', '.join(backends)}"

@@ -112,3 +112,25 @@ def test_cli_report_rows_by(tmp_path, cli):
     assert code == 2 and "--rows needs --by" in err
     code, _, err = cli("report", "--db", str(db), "--metric", "bandwidth_gbps", "--metric", "retransmits")
     assert code == 2 and "need --rows" in err
+
+
+def frame_size_records() -> list[TrialRecord]:
+    """The posts' per-frame-size table: testpmd measured first, then OVS (sharing a CPU with the generator)."""
+    out, next_id = [], 1
+    for size, base in ((64, 5.0), (1518, 2.0)):
+        for kind, factor, shared in (("testpmd", 1.0, False), ("ovs-dpdk", 1.2, True)):
+            for i in range(3):
+                out.append(TrialRecord(id=next_id, repeat_index=i, env=Environment(lab="embedded", shared_cores=shared),
+                                       config={"workload.packet_size": size, "vswitch.kind": kind},
+                                       metrics=Metrics(mpps=base * factor * (1 + 0.01 * i))))
+                next_id += 1
+    return out
+
+
+def test_text_values_keep_the_order_they_were_measured_in_and_shared_cores_are_noted():
+    pivot = build_pivot(frame_size_records(), rows="workload.packet_size", by="vswitch.kind", metrics=["mpps"])
+    assert pivot.by_values == ["testpmd", "ovs-dpdk"]  # the sweep's order, not the alphabet's
+    change = pivot.sections[0].rows[0].changes[pivot.key("ovs-dpdk", "mpps")]
+    assert change.verdict == "better" and 15 < change.change_pct < 25
+    assert any(n.startswith("shared cores: trials of vswitch.kind = ovs-dpdk") for n in pivot.notes)
+    assert not any("testpmd" in n for n in pivot.notes if n.startswith("shared cores"))
