@@ -29,21 +29,6 @@ from labctl.lab.hugepages import reserve
 from labctl.lab.ovs.switch import OvsSwitch
 
 
-def ovs_metrics(pmd: dict[str, Any]) -> dict[str, float]:
-    """Headline figures of OVS's PMD statistics: processing cycles per packet (over every PMD's packets)
-    and the idle share of the PMD cycles."""
-    pmds = list(pmd.get("pmds", {}).values())
-    packets = sum(p.get("packets_received", 0) or 0 for p in pmds)
-    processing = sum(p.get("processing_cycles", 0) or 0 for p in pmds)
-    idle = sum(p.get("idle_cycles", 0) or 0 for p in pmds)
-    out = {}
-    if packets:
-        out["vswitch_cycles_per_packet"] = processing / packets
-    if idle + processing:
-        out["vswitch_idle_share"] = idle / (idle + processing)
-    return out
-
-
 class OvsEmbeddedLab(EmbeddedLab):
     """The embedded lab of ``plan`` with OVS-DPDK as its vswitch (``vswitch.kind: ovs-dpdk``)."""
 
@@ -131,8 +116,7 @@ class OvsEmbeddedLab(EmbeddedLab):
     def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
         """(details, scalar metrics) of the window: OVS's per-PMD and per-port statistics."""
         assert self.switch is not None
-        pmd, ports = self.switch.pmd_stats(), self.switch.port_stats()
-        return {"ovs": {"pmd": pmd, "ports": ports}}, ovs_metrics(pmd)
+        return self.switch.window()
 
     @property
     def pollers(self) -> int:

@@ -199,12 +199,7 @@ class Vm2vmLab:
             self.switch.clear_stats()
 
     def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
-        if self.switch is None:
-            return {}, {}
-        from labctl.lab.embedded.ovs import ovs_metrics
-
-        pmd, ports = self.switch.pmd_stats(), self.switch.port_stats()
-        return {"ovs": {"pmd": pmd, "ports": ports}}, ovs_metrics(pmd)
+        return self.switch.window() if self.switch is not None else ({}, {})
 
     def stop_forwarding(self) -> None:
         t0 = time.monotonic()

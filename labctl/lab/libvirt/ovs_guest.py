@@ -112,11 +112,8 @@ class OvsGuestLab(GuestLab):
         self.switch.clear_stats()
 
     def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
-        from labctl.lab.embedded.ovs import ovs_metrics
-
         assert self.switch is not None
-        pmd, ports = self.switch.pmd_stats(), self.switch.port_stats()
-        return {"ovs": {"pmd": pmd, "ports": ports}}, ovs_metrics(pmd)
+        return self.switch.window()
 
     @property
     def pollers(self) -> int:

@@ -167,3 +167,18 @@ def counter_delta(after: dict[str, int], before: dict[str, int] | None) -> dict[
     if not before:
         return dict(after)
     return {k: v - before.get(k, 0) if v >= before.get(k, 0) else v for k, v in after.items()}
+
+
+def ovs_metrics(pmd: dict[str, Any]) -> dict[str, float]:
+    """Headline figures of OVS's PMD statistics: processing cycles per packet (over every PMD's packets)
+    and the idle share of the PMD cycles."""
+    pmds = list(pmd.get("pmds", {}).values())
+    packets = sum(p.get("packets_received", 0) or 0 for p in pmds)
+    processing = sum(p.get("processing_cycles", 0) or 0 for p in pmds)
+    idle = sum(p.get("idle_cycles", 0) or 0 for p in pmds)
+    out = {}
+    if packets:
+        out["vswitch_cycles_per_packet"] = processing / packets
+    if idle + processing:
+        out["vswitch_idle_share"] = idle / (idle + processing)
+    return out

@@ -345,6 +345,12 @@ class OvsSwitch:
         rxq = stats.parse_pmd_rxq(self._run(cmd.pmd_rxq_show(self.paths, rxq_secs)))
         return stats.merge_pmd(show, rxq)
 
+    def window(self) -> tuple[dict[str, Any], dict[str, float]]:
+        """A measurement window's end: (details ``{"ovs": {"pmd", "ports"}}``, the headline metrics
+        ``vswitch_cycles_per_packet`` and ``vswitch_idle_share``) since :meth:`clear_stats`."""
+        pmd, ports = self.pmd_stats(), self.port_stats()
+        return {"ovs": {"pmd": pmd, "ports": ports}}, stats.ovs_metrics(pmd)
+
     def port_stats(self) -> dict[str, dict[str, int]]:
         """Each port's counters now (OVS's and the vhost library's: packets, bytes, drops, size bins,
         per-queue counters), since :meth:`clear_stats` when it was called. Read live through OpenFlow
