@@ -8,6 +8,7 @@ LabError
 │   ├── PlanError           a request the host cannot satisfy (pinning plan, missing cores)
 │   ├── NotAStoreError      --db names a file that is not a labctl result store
 │   ├── UnknownRunError     a run id the store does not hold
+│   ├── RunBusyError        --resume of a run another labctl (alive) is still running
 │   └── ImportFormatError   an import file or line that is not a valid trial record
 └── LabFault                the lab misbehaved; the CLI prints one line and exits 1, results are kept
     ├── HypervisorError     libvirt or QEMU refused or failed
@@ -15,6 +16,7 @@ LabError
     ├── WorkloadError       a DPDK process failed to start, connect or forward
     │   └── ZeroForwardingError  the workload ran but forwarded nothing (e.g. vhost memory-table errors)
     ├── StateError          the ledger (state file) is unreadable or locked by another labctl
+    ├── CpusBusyError       --no-wait: another trial is measuring on some of this trial's CPUs
     ├── StoreError          the SQLite result store failed
     └── ProbeError          the host steadiness probe failed
 
@@ -91,6 +93,10 @@ class UnknownRunError(UserError):
     """The user named a run id that the store does not hold."""
 
 
+class RunBusyError(UserError):
+    """``--resume`` of a run that a live labctl is still running (its pid is in the message)."""
+
+
 class ImportFormatError(UserError):
     """An import file that cannot be read, or a line that is not a valid trial record.
 
@@ -127,6 +133,10 @@ class ZeroForwardingError(WorkloadError):
 
 class StateError(LabFault):
     """The state file is unreadable or held by another labctl."""
+
+
+class CpusBusyError(LabFault):
+    """``--no-wait``: CPUs of this trial are held by another trial measuring on this host."""
 
 
 class StoreError(LabFault):

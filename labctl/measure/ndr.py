@@ -295,6 +295,7 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
 
     from labctl import signals
     from labctl.errors import HypervisorError, ZeroForwardingError
+    from labctl.lab.busy import BusyWatch
     from labctl.lab.plan import derive
     from labctl.profile.knobs import flatten
 
@@ -313,8 +314,14 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
             base.details.update(lab.details())
             base.env = lab.environment(lab.pins(), lab.pollers > len(os.sched_getaffinity(0)))
             notify(on_event, "phase", lab=profile.name, message=f"searching NDR/PDR ({settings.search})")
+            busy = BusyWatch(session.cpus.cpus, lab.pids.values())
+            busy.start()
             result = find_ndr(lab, base, settings, on_record, on_event)
+            busy.check("search")
             record, failed = summary_record(base, result), False
+            if busy.found:
+                record.details["busy_strangers"] = busy.found
+                record.warnings.extend(busy.warnings())
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
             record = base.model_copy(update={"status": "failed", "error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - a search that breaks is a failed trial, not a lost sweep

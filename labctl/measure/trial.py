@@ -21,6 +21,7 @@ from labctl import signals
 from labctl.errors import HypervisorError, WorkloadError, ZeroForwardingError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
+from labctl.lab.busy import BusyWatch
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.profile.knobs import flatten
@@ -31,13 +32,14 @@ from labctl.workload.paced import paced_metrics
 
 
 def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | None = None,
-              session: LabSession | None = None) -> TrialRecord:
+              session: LabSession | None = None, wait: bool = True) -> TrialRecord:
     """Run one trial of a profile; returns its record (status ok or failed). ``session``: the run's labs
-    (a sweep keeps a guest up between its trials); without one, the trial brings its lab up and down."""
+    (a sweep keeps a guest up between its trials); without one, the trial brings its lab up and down
+    (``wait``: see :class:`LabSession`)."""
     profile = loaded.profile
     if session is None:
         check_measurable(profile)
-        with signals.stoppable(), LabSession(profile.name, profile.libvirt_uri, on_event) as own:
+        with signals.stoppable(), LabSession(profile.name, profile.libvirt_uri, on_event, wait) as own:
             return run_trial(loaded, repeat_index, on_event, own)
 
     def phase(name: str) -> None:
@@ -54,7 +56,9 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
         try:
             phase("setup")
             lab = session.acquire(derive(profile), record.warnings)
-            _measure(lab, record, phase)
+            if session.cpus.waited_s >= 0.1:
+                record.details["cpu_wait_s"] = round(session.cpus.waited_s, 2)
+            _measure(lab, record, phase, BusyWatch(session.cpus.cpus, lab.pids.values()))
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
             record.status, record.error = "failed", str(exc)
         except Exception as exc:  # noqa: BLE001 - a trial that breaks is a failed trial, not a lost sweep
@@ -73,15 +77,28 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
     return record
 
 
-def _measure(lab: Any, record: TrialRecord, phase) -> None:
+def _measure(lab: Any, record: TrialRecord, phase, busy: BusyWatch) -> None:
+    """The warm-up and the window; ``busy`` names strangers on the trial's CPUs over each of them
+    (sampled when the warm-up starts, when the window starts and when it ends)."""
     plan = lab.plan
     record.warnings.extend(lab.record_warnings())
     record.details.update(lab.details())
     monitor = ThreadMonitor(dict(lab.pids))
+    busy.start()
+    window: list[float] = []
+
+    def watched(name: str) -> None:
+        if name == "measure":
+            busy.check("warm-up")
+            window.append(time.time())
+        phase(name)
+
     if lab.generator is not None:
         paced = lab.paced
         rate = paced.rate_per_port(plan.generator.rate)
-        result, before, after, report = paced.trial(paced.spec(rate, plan.duration_s, plan.warmup_s), monitor, phase)
+        result, before, after, report = paced.trial(paced.spec(rate, plan.duration_s, plan.warmup_s), monitor,
+                                                    watched)
+        window.append(time.time())
         lab.stop_forwarding()
         metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
                                          lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
@@ -89,17 +106,23 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
             record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): "
                                    "not a loss of the lab; left out of comparisons")
     else:
-        phase("warm-up")
+        watched("warm-up")
         signals.sleep(plan.warmup_s)
         snap_before = lab.snapshot()
         monitor.start()
-        phase("measure")
+        watched("measure")
         signals.sleep(plan.duration_s)
         snap_after = lab.snapshot()
+        window.append(time.time())
         report = monitor.stop()
         lab.stop_forwarding()
         metrics, details = compute_metrics(snap_before, snap_after, len(plan.nics), report.cpu_by_role(),
                                            lab.forwarding_cpu_s(report, snap_after.t - snap_before.t), lab.host_kind)
+    busy.check("window")
+    record.details["window_at"] = [round(t, 3) for t in window]  # wall clock: when it measured
+    if busy.found:
+        record.details["busy_strangers"] = busy.found
+        record.warnings.extend(busy.warnings())
     _fill(lab, record, metrics, details, report)
 
 

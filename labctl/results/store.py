@@ -22,7 +22,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from labctl.errors import NotAStoreError, StoreError, UnknownRunError, UserError
+from labctl import faults, owner
+from labctl.errors import NotAStoreError, RunBusyError, StoreError, UnknownRunError, UserError
 from labctl.paths import can_create
 from labctl.results.codecs import dumps, env_fingerprint, status_filter
 from labctl.results.record import TrialRecord
@@ -217,8 +218,8 @@ class Store:
         now = time.time()
         with self.transaction() as conn, self._errors("create a run"):
             cursor = conn.execute(
-                "INSERT INTO runs (profile_name, profile_json, plan_json, created_at, status, host, finished_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (profile_name, profile_json, plan_json, created_at, status, host, finished_at,"
+                " info_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     profile_name,
                     profile_json,
@@ -227,6 +228,7 @@ class Store:
                     status,
                     socket.gethostname() if host is THIS_HOST else host,
                     None if status == "running" else now,
+                    json.dumps({"owner": owner.me()} if status == "running" else {}),
                 ),
             )
             return int(cursor.lastrowid)
@@ -237,17 +239,34 @@ class Store:
             raise ValueError(f"a run finishes as one of {', '.join(RUN_STATUSES[1:])}, not {status!r}")
         self._set_run_status(run_id, status, time.time())
 
-    def reopen_run(self, run_id: int) -> None:
-        """Mark a run running again (``--resume``)."""
-        self._set_run_status(run_id, "running", None)
+    def reopen_run(self, run_id: int) -> dict[str, Any] | None:
+        """Mark a run running again, by this process (``--resume``); returns the owner it had when that
+        one is gone (a killed labctl), else None. A run still being run by a live labctl is refused with
+        :class:`RunBusyError` naming its pid: the check and the claim are one write transaction, so two
+        resumes started at once cannot both pass it."""
+        with self.transaction() as conn, self._errors("update a run"):
+            row = conn.execute("SELECT status, info_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+            info = json.loads(row[1])
+            previous = info.get("owner")
+            if row[0] == "running" and owner.alive(previous):
+                raise RunBusyError(f"--resume: run {run_id} is still being run by {owner.describe(previous)} "
+                                   f"(allowed: wait for it to finish, or stop it and resume then)")
+            info["owner"] = owner.me()
+            conn.execute("UPDATE runs SET status = 'running', finished_at = NULL, info_json = ? WHERE id = ?",
+                         (json.dumps(info), run_id))
+        return previous if row[0] == "running" else None
 
     def _set_run_status(self, run_id: int, status: str, finished_at: float | None) -> None:
         with self.transaction() as conn, self._errors("update a run"):
-            cursor = conn.execute(
-                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, finished_at, run_id)
-            )
-            if cursor.rowcount == 0:
+            row = conn.execute("SELECT info_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
                 raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+            info = json.loads(row[0])
+            info.pop("owner", None)  # a closed run has nobody running it
+            conn.execute("UPDATE runs SET status = ?, finished_at = ?, info_json = ? WHERE id = ?",
+                         (status, finished_at, json.dumps(info), run_id))
 
     def runs(self) -> list[dict[str, Any]]:
         """Every run, oldest first, with its trial counts per status and the planned count."""
@@ -338,6 +357,7 @@ class Store:
                 [(trial_id, i, text) for i, text in enumerate(record.warnings)],
             )
             insert_metrics(conn, trial_id, record.metrics)
+            faults.point("store.commit")
         return trial_id
 
     @staticmethod
