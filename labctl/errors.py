@@ -6,7 +6,8 @@ LabError
 │   ├── YamlProblem         a profile's text is not a small, plain YAML document (carries one problem)
 │   ├── KnobError           a --set KNOB=VALUE or sweep knob that does not exist or has a bad value
 │   ├── PlanError           a request the host cannot satisfy (pinning plan, missing cores)
-│   ├── NotAStoreError      --db names a file that is not a labctl result store
+│   ├── NotAStoreError      --db names a file that is not a labctl result store (or a corrupted, newer one)
+│   ├── ReadOnlyStoreError  --db names a store that cannot be written (a read-only file system)
 │   ├── UnknownRunError     a run id the store does not hold
 │   ├── RunBusyError        --resume of a run another labctl (alive) is still running
 │   └── ImportFormatError   an import file or line that is not a valid trial record
@@ -87,6 +88,10 @@ class PlanError(UserError):
 
 class NotAStoreError(UserError):
     """--db names a file that is not a labctl result store."""
+
+
+class ReadOnlyStoreError(UserError):
+    """A write to a store that is read-only (reports still read it)."""
 
 
 class UnknownRunError(UserError):
