@@ -294,7 +294,7 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
     import os
 
     from labctl import signals
-    from labctl.errors import HypervisorError, ZeroForwardingError
+    from labctl.errors import CpusBusyError, HypervisorError, ZeroForwardingError
     from labctl.lab.busy import BusyWatch
     from labctl.lab.plan import derive
     from labctl.profile.knobs import flatten
@@ -322,6 +322,8 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
             if busy.found:
                 record.details["busy_strangers"] = busy.found
                 record.warnings.extend(busy.warnings())
+        except CpusBusyError:
+            raise  # --no-wait: not a trial that failed, a trial that did not start
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
             record = base.model_copy(update={"status": "failed", "error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - a search that breaks is a failed trial, not a lost sweep

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from labctl import signals
-from labctl.errors import HypervisorError, WorkloadError, ZeroForwardingError
+from labctl.errors import CpusBusyError, HypervisorError, WorkloadError, ZeroForwardingError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
 from labctl.lab.busy import BusyWatch
@@ -59,6 +59,8 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
             if session.cpus.waited_s >= 0.1:
                 record.details["cpu_wait_s"] = round(session.cpus.waited_s, 2)
             _measure(lab, record, phase, BusyWatch(session.cpus.cpus, lab.pids.values()))
+        except CpusBusyError:
+            raise  # --no-wait: not a trial that failed, a trial that did not start
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
             record.status, record.error = "failed", str(exc)
         except Exception as exc:  # noqa: BLE001 - a trial that breaks is a failed trial, not a lost sweep
