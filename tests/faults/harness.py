@@ -46,36 +46,22 @@ PLACEHOLDER_REASON = "OVS-DPDK is a library (labctl/lab/ovs/), not a lab backend
 EXIT = {"INT": 130, "TERM": 143, "KILL": -9}
 URI = "qemu:///system"
 
-EMBEDDED_PROFILE = """name: {name}
-backend: embedded
-guest:
-  vcpus: 1
-  memory_mib: 512
-  hugepages: {hugepages}
-  nics:
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-  pinning:
-    vcpus: {{0: "1"}}
-    vhost: "0"
-workload: {{mode: io, duration_s: 1, warmup_s: 0.6{generator}}}
-sweep:
-  guest.nics.*.rx_queue_size: [256, 1024]
-repeat: 1
-"""
+def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hugepages: bool = False,
+                     generator: str = "labgen") -> str:
+    """An embedded lab pinned to CPUs 0 (vswitch) and 1 (guest), a two-value sweep."""
+    return (f"name: {name}\nbackend: embedded\nguest:\n  vcpus: 1\n  memory_mib: 512\n"
+            f"  hugepages: {str(hugepages).lower()}\n  nics:\n"
+            + "    - {backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}\n" * 2
+            + f"  pinning: {{vcpus: {{0: \"1\"}}, vhost: \"0\"}}\n"
+            f"workload: {{mode: io, duration_s: {duration_s}, warmup_s: {warmup_s}, generator: {generator}}}\n"
+            "sweep:\n  guest.nics.*.rx_queue_size: [256, 1024]\nrepeat: 1\n")
 
-GUEST_PROFILE = """name: {name}
-backend: libvirt
-uri: qemu:///system
-guest:
-  vcpus: 1
-  memory_mib: 1024
-  nics:
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-  pinning: {{vcpus: {{0: "1"}}, emulator: "1", vhost: "0"}}
-workload: {{duration_s: 2, warmup_s: 1}}
-"""
+
+def guest_text(name: str) -> str:
+    """The measured vhost-user guest of tests/integration/test_guest_trials.py."""
+    from tests.integration.test_guest_trials import guest_profile
+
+    return guest_profile(lambda text, _file: text, name, "vhostuser", "  workload.burst: [32]")
 
 
 @dataclass
@@ -155,10 +141,9 @@ class Lab:
         self.env.pop("LABCTL_FAULT", None)
         self.profile = self.work / f"{self.name}.yaml"
         if case.command in ("up", "down", "guest"):
-            text = GUEST_PROFILE.format(name=self.name)
+            text = guest_text(self.name)
         else:
-            text = EMBEDDED_PROFILE.format(name=self.name, hugepages="true" if case.command == "run" else "false",
-                                           generator=", generator: labgen" if case.command == "ndr" else "")
+            text = embedded_profile(self.name, hugepages=case.command == "run")
         self.profile.write_text(text, encoding="utf-8")
 
     def argv(self, command: str, *extra: str) -> list[str]:

@@ -14,25 +14,13 @@ import time
 
 
 from tests.conftest import ROOT
+from tests.faults.harness import embedded_profile
 from tests.integration.conftest import needs_dpdk
 
 pytestmark = needs_dpdk
 
-PROFILE = """name: {name}
-backend: embedded
-guest:
-  vcpus: 1
-  memory_mib: 512
-  nics:
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-  pinning: {{vcpus: {{0: "1"}}, vhost: "0"}}
-workload: {{duration_s: {duration}, warmup_s: 0.5}}
-"""
-
-
 def _run(write_profile, name: str, *extra: str, duration: float = 2) -> subprocess.Popen:
-    path = write_profile(PROFILE.format(name=name, duration=duration), f"{name}.yaml")
+    path = write_profile(embedded_profile(name, duration, 0.5), f"{name}.yaml")
     return subprocess.Popen([sys.executable, "-m", "labctl.cli", "run", str(path), "--json", *extra], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
