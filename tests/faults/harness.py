@@ -45,6 +45,7 @@ PLACEHOLDER = ("ovs",)  # OVS-DPDK labs: being wired in by another engineer; see
 PLACEHOLDER_REASON = "OVS-DPDK is a library (labctl/lab/ovs/), not a lab backend yet: add its cases here"
 EXIT = {"INT": 130, "TERM": 143, "KILL": -9}
 URI = "qemu:///system"
+QEMU_REACHABLE = Path("/run/labctl-faults")  # run and log dirs of libvirt cases (0755 parents)
 
 def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hugepages: bool = False,
                      generator: str = "labgen") -> str:
@@ -135,8 +136,14 @@ class Lab:
         self.work = work / self.name
         self.work.mkdir(parents=True, exist_ok=True)
         self.db = self.work / "store.db"
+        self.shared = self.work
+        if case.command in LIBVIRT:  # QEMU (libvirt-qemu) must reach the sockets: not under a 0700 tmp dir
+            self.shared = QEMU_REACHABLE / self.name
+            self.shared.mkdir(parents=True, exist_ok=True)
+            for directory in (QEMU_REACHABLE, self.shared):
+                directory.chmod(0o755)
         self.env = {**os.environ, "LABCTL_STATE_DIR": str(self.work / "state"),
-                    "LABCTL_RUN_DIR": str(self.work / "run"), "LABCTL_LOG_DIR": str(self.work / "log"),
+                    "LABCTL_RUN_DIR": str(self.shared / "run"), "LABCTL_LOG_DIR": str(self.shared / "log"),
                     "PYTHONPATH": str(ROOT)}
         self.env.pop("LABCTL_FAULT", None)
         self.profile = self.work / f"{self.name}.yaml"
@@ -183,7 +190,8 @@ def _processes_of(lab: Lab) -> list[str]:
     for proc in psutil.process_iter(["cmdline", "name"]):
         cmdline = proc.info.get("cmdline") or []
         text = " ".join(cmdline)
-        if proc.pid != os.getpid() and (str(lab.work) in text or prefix in text) and "pytest" not in text:
+        mine = str(lab.work) in text or str(lab.shared) in text or prefix in text
+        if proc.pid != os.getpid() and mine and "pytest" not in text:
             found.append(f"process {proc.pid} {proc.info.get('name')}")
     return found
 
@@ -191,15 +199,14 @@ def _processes_of(lab: Lab) -> list[str]:
 def leaks(lab: Lab) -> list[str]:
     """Everything of the lab still there (after the next labctl acted)."""
     found = _processes_of(lab)
-    for sub in ("run", "state"):
-        directory = lab.work / sub
+    for directory in (lab.shared / "run", lab.work / "state"):
         if directory.exists():
             found += [f"file {p}" for p in directory.rglob("*")]
-    for directory in (lab.work / "log",):
-        if directory.exists():
-            found += [f"temporary file {p}" for p in directory.rglob("*.tmp")]
+    if (lab.shared / "log").exists():
+        found += [f"temporary file {p}" for p in (lab.shared / "log").rglob("*.tmp")]
     mounts = Path("/proc/mounts").read_text()
-    found += [f"mount {line.split()[1]}" for line in mounts.splitlines() if str(lab.work) in line]
+    found += [f"mount {line.split()[1]}" for line in mounts.splitlines()
+              if str(lab.work) in line or str(lab.shared) in line]
     runtime = Path("/var/run/dpdk")
     if runtime.exists():
         found += [f"DPDK runtime dir {p}" for p in runtime.glob(f"labctl-{lab.name}*")]
@@ -303,6 +310,10 @@ def _clean(lab: Lab) -> None:
     """Whatever a failed case left, removed (the next case must start clean); only this lab's."""
     if leaks(lab):
         lab.call(lab.argv("down"))
+    if lab.shared != lab.work:
+        import shutil
+
+        shutil.rmtree(lab.shared, ignore_errors=True)
 
 
 def table(outcomes: list[Outcome]) -> dict:
