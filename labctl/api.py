@@ -101,15 +101,17 @@ class DownResult:
     removed: list[str]
 
 
-def down(target: str, uri: str | None = None) -> DownResult:
-    """Remove everything labctl created for a lab (a profile file or a lab name); idempotent."""
+def down(target: str, uri: str | None = None, scope: CancelScope | None = None) -> DownResult:
+    """Remove everything labctl created for a lab (a profile file or a lab name); idempotent. SIGTERM
+    stops it between two resources (what is left stays in the ledger for the next ``down``)."""
     from labctl.lab.libvirt.lifecycle import down as lab_down, lab_name_of
 
     name = lab_name_of(target)
     if uri is None and target.endswith((".yaml", ".yml")):
         profile = load_profile(target).profile
         uri = profile.libvirt_uri if profile.backend == "libvirt" else None
-    return DownResult(name, lab_down(name, uri))
+    with signals.stoppable(scope):
+        return DownResult(name, lab_down(name, uri))
 
 
 def status(uri: str | None = None) -> list[dict[str, Any]]:
