@@ -101,15 +101,17 @@ class DownResult:
     removed: list[str]
 
 
-def down(target: str, uri: str | None = None) -> DownResult:
-    """Remove everything labctl created for a lab (a profile file or a lab name); idempotent."""
+def down(target: str, uri: str | None = None, scope: CancelScope | None = None) -> DownResult:
+    """Remove everything labctl created for a lab (a profile file or a lab name); idempotent. SIGTERM
+    stops it between two resources (what is left stays in the ledger for the next ``down``)."""
     from labctl.lab.libvirt.lifecycle import down as lab_down, lab_name_of
 
     name = lab_name_of(target)
     if uri is None and target.endswith((".yaml", ".yml")):
         profile = load_profile(target).profile
         uri = profile.libvirt_uri if profile.backend == "libvirt" else None
-    return DownResult(name, lab_down(name, uri))
+    with signals.stoppable(scope):
+        return DownResult(name, lab_down(name, uri))
 
 
 def status(uri: str | None = None) -> list[dict[str, Any]]:
@@ -128,17 +130,20 @@ def build_image(force: bool = False, on_event: OnEvent | None = None):
 
 # --- measuring ----------------------------------------------------------------------------------------
 
-def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelScope | None = None) -> TrialRecord:
-    """One trial of an embedded profile: warm-up, measurement window, teardown."""
+def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelScope | None = None,
+        wait: bool = True) -> TrialRecord:
+    """One trial of an embedded profile: warm-up, measurement window, teardown. ``wait``: a trial whose
+    CPUs another trial measures on waits for them (a ``note`` says for whom); False fails at once
+    (:class:`~labctl.errors.CpusBusyError`). The same for sweep, tune and ndr."""
     from labctl.measure.trial import run_trial
 
     with signals.stoppable(scope):
-        return run_trial(loaded, on_event=on_event)
+        return run_trial(loaded, on_event=on_event, wait=wait)
 
 
 def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None = None, resume: bool = False,
           steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None,
-          metric: str = "mpps"):
+          metric: str = "mpps", wait: bool = True):
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes.
     ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
     configuration and repeat; its measurements are stored too)."""
@@ -146,7 +151,8 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
 
     settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
-        return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings)
+        return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
+                         wait=wait)
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
@@ -171,7 +177,8 @@ def check_budget(budget: int) -> None:
 
 
 def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEFAULT_DB,
-         on_event: OnEvent | None = None, scope: CancelScope | None = None, metric: str = "mpps"):
+         on_event: OnEvent | None = None, scope: CancelScope | None = None, metric: str = "mpps",
+         wait: bool = True):
     """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored;
     ``metric`` ``ndr``/``pdr``: each evaluation is an NDR/PDR search, the search maximises that rate."""
     from advisor.search import space_from_profile, tune as search
@@ -189,7 +196,7 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
     base = base_data(loaded)
     profile = loaded.profile
     with signals.stoppable(scope), open_session(db, profile.name, base, [], on_event=on_event) as session, \
-            LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
+            LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
 
         def evaluate(config: dict[str, Any]) -> Any:
             trial = validate_data(with_knobs(copy.deepcopy(base), config), loaded.source)
@@ -216,7 +223,7 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
 
 def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrsearch", precision: float = 0.005,
         final_trial_s: float | None = None, initial_trial_s: float = 1.0, duration_sum_s: float | None = None,
-        on_event: OnEvent | None = None, scope: CancelScope | None = None):
+        on_event: OnEvent | None = None, scope: CancelScope | None = None, wait: bool = True):
     """NDR (no loss) and PDR (0.5% loss) of a profile's lab with MLRsearch (or ``search="binary"``), then
     latency at 10/50/90% of PDR; every trial of the search is stored in a new run. Returns the
     :class:`~labctl.measure.ndr.NdrResult` (``run_id`` set)."""
@@ -230,7 +237,7 @@ def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrse
     check_searchable(profile, settings)
     check_measurable(profile)
     with signals.stoppable(scope), open_session(db, profile.name, base_data(loaded), [], on_event=on_event) as session, \
-            LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
+            LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
         record, result = ndr_trial(loaded, settings, labs, lambda r: session.add(r), on_event)
         session.add(record)
         if result is None:

@@ -6,8 +6,10 @@ LabError
 │   ├── YamlProblem         a profile's text is not a small, plain YAML document (carries one problem)
 │   ├── KnobError           a --set KNOB=VALUE or sweep knob that does not exist or has a bad value
 │   ├── PlanError           a request the host cannot satisfy (pinning plan, missing cores)
-│   ├── NotAStoreError      --db names a file that is not a labctl result store
+│   ├── NotAStoreError      --db names a file that is not a labctl result store (or a corrupted, newer one)
+│   ├── ReadOnlyStoreError  --db names a store that cannot be written (a read-only file system)
 │   ├── UnknownRunError     a run id the store does not hold
+│   ├── RunBusyError        --resume of a run another labctl (alive) is still running
 │   └── ImportFormatError   an import file or line that is not a valid trial record
 └── LabFault                the lab misbehaved; the CLI prints one line and exits 1, results are kept
     ├── HypervisorError     libvirt or QEMU refused or failed
@@ -15,6 +17,7 @@ LabError
     ├── WorkloadError       a DPDK process failed to start, connect or forward
     │   └── ZeroForwardingError  the workload ran but forwarded nothing (e.g. vhost memory-table errors)
     ├── StateError          the ledger (state file) is unreadable or locked by another labctl
+    ├── CpusBusyError       --no-wait: another trial is measuring on some of this trial's CPUs
     ├── StoreError          the SQLite result store failed
     └── ProbeError          the host steadiness probe failed
 
@@ -87,8 +90,16 @@ class NotAStoreError(UserError):
     """--db names a file that is not a labctl result store."""
 
 
+class ReadOnlyStoreError(UserError):
+    """A write to a store that is read-only (reports still read it)."""
+
+
 class UnknownRunError(UserError):
     """The user named a run id that the store does not hold."""
+
+
+class RunBusyError(UserError):
+    """``--resume`` of a run that a live labctl is still running (its pid is in the message)."""
 
 
 class ImportFormatError(UserError):
@@ -127,6 +138,10 @@ class ZeroForwardingError(WorkloadError):
 
 class StateError(LabFault):
     """The state file is unreadable or held by another labctl."""
+
+
+class CpusBusyError(LabFault):
+    """``--no-wait``: CPUs of this trial are held by another trial measuring on this host."""
 
 
 class StoreError(LabFault):

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from labctl import faults
+
 if TYPE_CHECKING:
     from labctl.results.record import TrialRecord
 
@@ -47,5 +49,7 @@ OnEvent = Callable[[Event], None]
 
 def notify(on_event: OnEvent | None, kind: EventKind, **fields: Any) -> None:
     """Call ``on_event`` (when there is one) with an Event of ``kind``."""
+    if kind == "phase":
+        faults.point(f"phase.{fields.get('message', '')}")
     if on_event is not None:
         on_event(Event(kind, **fields))

@@ -10,11 +10,15 @@ DOMAINS = ROOT / "domains"
 
 
 @pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path, monkeypatch):
-    """Every test gets its own state, run and log directories."""
+def isolated_dirs(tmp_path, monkeypatch, request):
+    """Every test gets its own state, run and log directories. Unit tests get their own CPU locks too;
+    tests that measure on the real host (integration, faults) share the host's (labctl.lab.hostlock), so
+    they never measure at the same time as another labctl's trial on the same CPUs."""
     monkeypatch.setenv("LABCTL_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("LABCTL_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setenv("LABCTL_LOG_DIR", str(tmp_path / "log"))
+    if "tests/unit" in str(request.node.fspath):
+        monkeypatch.setenv("LABCTL_LOCK_DIR", str(tmp_path / "cpu-locks"))
     yield
 
 

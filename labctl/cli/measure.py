@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from labctl import api
-from labctl.cli.output import SweepProgress, phase_printer, print_json, say
+from labctl.cli.output import SweepProgress, notes_printer, phase_printer, print_json, say
 from labctl.errors import UserError
 from labctl.events import Event
 from labctl.profile.knobs import short_label
@@ -17,6 +17,8 @@ SET = typer.Option(None, "--set", help="KNOB=VALUE, repeatable")
 DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
 
 
+NO_WAIT = typer.Option(False, "--no-wait", help="fail at once (exit 1) when another trial measures on this "
+                                                  "trial's CPUs, instead of waiting for it")
 RATE = typer.Option(None, "--rate", help="offered load of all ports: 2.5Mpps, 750kpps or 40% (of the measured "
                                          "maximum); sets workload.rate (labgen)")
 
@@ -29,11 +31,13 @@ def _knobs(set_: Optional[List[str]], rate: Optional[str]) -> dict:
 
 
 def run(file: Path, set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
-        as_json: bool = typer.Option(False, "--json", help="print the trial record as JSON")) -> None:
+        as_json: bool = typer.Option(False, "--json", help="print the trial record as JSON"),
+        no_wait: bool = NO_WAIT) -> None:
     """Run one trial of a profile: its lab up, warm-up, measurement window, teardown."""
     from labctl.analysis.renderers import trial_summary
 
-    record = api.run(api.load(file, _knobs(set_, rate)), None if as_json else phase_printer)
+    record = api.run(api.load(file, _knobs(set_, rate)), phase_printer if not as_json else notes_printer,
+                     wait=not no_wait)
     typer.echo(record.model_dump_json(indent=2) if as_json else trial_summary(record))
     if record.status != "ok":
         raise typer.Exit(1)
@@ -48,7 +52,8 @@ def sweep(file: Path, db: Path = DB,
                                                           "if unsteady, every trial carries the warning"),
           metric: str = typer.Option("mpps", "--metric", help="mpps (a trial at the profile's rate) | ndr | pdr "
                                                             "(an NDR/PDR search per configuration)"),
-          as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON")) -> None:
+          as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
+          no_wait: bool = NO_WAIT) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
     from labctl.host.steadiness import check_arguments
     from labctl.measure.sweep import check_repeat
@@ -60,10 +65,12 @@ def sweep(file: Path, db: Path = DB,
     for warning in loaded.warnings:
         say(warning.render(str(file)))
     if as_json:
-        result = api.sweep(loaded, db, repeat, resume, steadiness, metric=metric)
+        result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=notes_printer, metric=metric,
+                           wait=not no_wait)
     else:
         with SweepProgress() as progress:
-            result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=progress, metric=metric)
+            result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=progress, metric=metric,
+                               wait=not no_wait)
     summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
     if result.steadiness is not None:
         summary["steadiness"] = result.steadiness.to_dict(samples=False)
@@ -81,14 +88,16 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
          replay: Optional[Path] = typer.Option(None, "--replay", help="search recorded trials (JSONL) instead"),
          seed: int = typer.Option(0, "--seed"), db: Path = DB,
          metric: str = typer.Option("mpps", "--metric", help="mpps | ndr | pdr: what the search maximises"),
-         as_json: bool = typer.Option(False, "--json")) -> None:
+         as_json: bool = typer.Option(False, "--json"), no_wait: bool = NO_WAIT) -> None:
     """Adaptive search (TPE) over the sweep space; stops when the budget is spent or the best is clear."""
     api.check_budget(budget)
     if (file is None) == (replay is None):
         raise UserError("tune needs either a profile FILE (live trials) or --replay FILE.jsonl, not both")
 
     def step(event: Event) -> None:
-        if event.kind == "step":
+        if event.kind == "note":
+            say(event.message)
+        elif event.kind == "step":
             item = event.data
             rate = "failed" if item.mpps is None else f"{item.mpps:.3f} Mpps"
             say(f"[{item.step}/{event.total}] {item.phase}: {short_label(item.config.items(), ' ')} -> {rate}")
@@ -96,7 +105,8 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
     if replay is not None:
         result = api.replay(replay, budget, seed)
     else:
-        result = api.tune(api.load(file), budget, seed, db, None if as_json else step, metric=metric)
+        result = api.tune(api.load(file), budget, seed, db, notes_printer if as_json else step, metric=metric,
+                          wait=not no_wait)
     if as_json:
         print_json(result.to_dict())
         return
@@ -120,10 +130,12 @@ def ndr(file: Path, db: Path = DB, set_: Optional[List[str]] = SET,
         precision: float = typer.Option(0.005, "--precision", help="relative width at which a rate is found"),
         final_trial: Optional[float] = typer.Option(None, "--final-trial", metavar="SECONDS",
                                                     help="the longest trial (default: the profile's duration_s)"),
-        as_json: bool = typer.Option(False, "--json", help="print one JSON document")) -> None:
+        as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+        no_wait: bool = NO_WAIT) -> None:
     """NDR (no loss) and PDR (0.5% loss) with MLRsearch, then latency at 10/50/90% of PDR; every trial stored."""
     loaded = api.load(file, api.parse_overrides(set_))
-    result = api.ndr(loaded, db, search, precision, final_trial, on_event=None if as_json else phase_printer)
+    result = api.ndr(loaded, db, search, precision, final_trial,
+                     on_event=notes_printer if as_json else phase_printer, wait=not no_wait)
     if as_json:
         print_json(result.to_dict())
         return

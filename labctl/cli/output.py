@@ -28,6 +28,12 @@ def phase_printer(event: Event) -> None:
         say(event.message if event.kind == "note" else f"steadiness: {event.message}")
 
 
+def notes_printer(event: Event) -> None:
+    """Only the notes (whom a trial waits for, what was left behind), on standard error: for --json."""
+    if event.kind == "note":
+        say(event.message)
+
+
 def trial_rate(record: Any) -> str:
     if record is None or record.status != "ok":
         return getattr(record, "status", "failed")

@@ -53,6 +53,7 @@ from labctl import signals
 from labctl.dpdk.telemetry import Telemetry, socket_path
 from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument, mbuf_budget
 from labctl.errors import WorkloadError
+from labctl.safefs import make_dir, open_new
 
 if TYPE_CHECKING:
     from labctl.dpdk.testpmd import Testpmd
@@ -348,8 +349,8 @@ class Labgen:
 
     def start(self) -> int:
         argv = self.argv
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "w", encoding="utf-8") as log:
+        make_dir(self.log_path.parent)
+        with open_new(self.log_path) as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         return self.proc.pid

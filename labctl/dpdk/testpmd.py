@@ -15,6 +15,7 @@ from pathlib import Path
 from labctl import signals
 from labctl.dpdk.eal import EalOptions
 from labctl.errors import WorkloadError
+from labctl.safefs import make_dir, open_new
 
 PROMPT = "testpmd> "
 _FWD_PORT = re.compile(
@@ -98,8 +99,8 @@ class Testpmd:
         return ["stdbuf", "-oL", "-eL", testpmd_binary(), *self.eal.argv(), "--", *self.app.argv()]
 
     def start(self) -> int:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "w", encoding="utf-8", errors="replace")
+        make_dir(self.log_path.parent)
+        self._log = open_new(self.log_path)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, bufsize=0, start_new_session=True)
         self._reader = threading.Thread(target=self._read, name=f"testpmd-{self.role}", daemon=True)
@@ -111,8 +112,8 @@ class Testpmd:
         and stops on SIGTERM (``labctl down``)."""
         if self.app.stats_period_s is None:
             raise ValueError("a daemon testpmd needs stats_period_s")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "w", encoding="utf-8") as log:
+        make_dir(self.log_path.parent)
+        with open_new(self.log_path) as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         return self.proc.pid

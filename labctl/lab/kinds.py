@@ -13,18 +13,9 @@ from pathlib import Path
 import psutil
 
 from labctl.lab.ledger import Resource, ResourceKind, resource_kind
+from labctl.owner import process_alive
 
-
-def process_alive(pid: int, started: float | None) -> bool:
-    if started is None:
-        return False  # unknown start time: never risk killing a process that reuses the pid
-    try:
-        proc = psutil.Process(pid)
-        if abs(proc.create_time() - started) > 1.0:
-            return False  # the pid was reused by another process
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+__all__ = ["process_alive", "stop_process", "dpdk_processes"]
 
 
 def stop_process(pid: int, started: float | None, timeout_s: float = 10.0) -> None:

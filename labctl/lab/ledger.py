@@ -13,18 +13,19 @@ dispatches; :data:`KIND_MODULES` lists the modules that register kinds, imported
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from labctl import signals
+from labctl import faults
 from labctl.errors import StateError
+from labctl.lab.lockfile import LockFile, read_holder
+from labctl.owner import me
 from labctl.paths import state_dir
+from labctl.safefs import make_dir, write_atomic
 
 #: Modules that register resource kinds (imported the first time a kind is looked up).
 KIND_MODULES = ("labctl.lab.kinds", "labctl.lab.libvirt.kinds")
@@ -78,18 +79,20 @@ class LabState:
     info: dict[str, Any] = field(default_factory=dict)
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        make_dir(self.path.parent)
         payload = {"name": self.name, "info": self.info, "resources": [asdict(r) for r in self.resources]}
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(payload, indent=1, sort_keys=True))
+
+    @property
+    def owner(self) -> dict[str, Any] | None:
+        """The labctl process that recorded the resources (pid, start time, host), if known."""
+        return self.info.get("owner")
 
     def record(self, kind: str, ident: str, **data: Any) -> Resource:
-        """Record a resource about to be created; saved to disk before this returns."""
+        """Record a resource about to be created; saved to disk before this returns (with this process as
+        the owner of the lab's resources)."""
         kind_of(kind)  # an unknown kind is refused before anything is written
+        self.info["owner"] = me()
         for existing in self.resources:
             if existing.kind == kind and existing.ident == ident:
                 existing.data.update(data)
@@ -99,6 +102,13 @@ class LabState:
         self.resources.append(resource)
         self.save()
         return resource
+
+    def make_dirs(self, run: Path, log: Path) -> None:
+        """A lab's run directory (recorded: removed at teardown) and log directory (kept), both made with
+        QEMU's group (safefs.make_dir): QEMU reaches sockets and logs there."""
+        self.record("dir", str(run))
+        make_dir(run, qemu=True)
+        make_dir(log, qemu=True)
 
     def update(self, resource: Resource, **data: Any) -> None:
         resource.data.update(data)
@@ -137,34 +147,28 @@ def all_states() -> list[LabState]:
 
 @contextlib.contextmanager
 def locked(name: str, wait_s: float = 30.0) -> Iterator[LabState]:
-    """Hold the lab's lock while changing it; yields its (possibly empty) state."""
-    directory = state_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    lock_path = directory / f"{name}.lock"
-    with open(lock_path, "a+", encoding="utf-8") as lock:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise StateError(f"lab {name} is locked by another labctl (lock {lock_path})") from None
-                signals.sleep(0.1)
-        try:
-            yield load_state(name)
-        finally:
-            if not state_path(name).exists():
-                with contextlib.suppress(FileNotFoundError):
-                    lock_path.unlink()  # nothing left of this lab: leave no lock file either
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
+    """Hold the lab's lock while changing it; yields its (possibly empty) state. The lock file is removed
+    when nothing of the lab is left, safely (:mod:`labctl.lab.lockfile`: a waiter never holds a lock on a
+    deleted file)."""
+    lock_path = make_dir(state_dir()) / f"{name}.lock"
+    lock = LockFile(lock_path)
+    try:
+        lock.acquire(wait_s)
+    except StateError:
+        holder = read_holder(lock_path).strip() or "another labctl"
+        raise StateError(f"lab {name} is locked by {holder} (lock {lock_path}; waited {wait_s:g} s)") from None
+    try:
+        lock.write(f"pid {os.getpid()}")
+        yield load_state(name)
+    finally:
+        lock.release(unlink=not state_path(name).exists())  # nothing left of this lab: no lock file either
 
 
 def teardown(state: LabState) -> list[str]:
     """Remove every recorded resource, newest first; returns the failures (empty when clean)."""
     failures: list[str] = []
     for resource in list(reversed(state.resources)):
+        faults.point("teardown")
         try:
             kind_of(resource.kind).remove(resource)
         except Exception as exc:  # noqa: BLE001 - every resource gets its chance to be removed

@@ -5,7 +5,9 @@ guest stays up while the next trial needs the same domain (:meth:`LabPlan.domain
 vswitch PMD cores): only its forwarder restarts, and vCPU/emulator pins are applied live. When a domain
 knob changes the guest is powered off and the new one booted; the session counts boots and their time.
 The lab's ledger lock is held from the first trial to the last, so no other labctl touches the lab in
-between; what a killed labctl left is removed when the session starts.
+between; what a killed labctl left is removed when the session starts. The host's CPUs the lab runs on
+(:mod:`labctl.lab.hostlock`) are held from a trial's set-up until nothing of the lab is up any more (the
+end of an embedded trial; a guest's power-off), so no other trial measures on them meanwhile.
 """
 
 from __future__ import annotations
@@ -13,11 +15,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from labctl.errors import StateError
 from labctl.events import OnEvent, notify
 from labctl.lab.embedded.lab import EmbeddedLab
+from labctl.lab.hostlock import CpuClaim, plan_cpus
 from labctl.lab.ledger import LabState, locked, teardown
+from labctl.owner import alive as owner_alive, describe
 from labctl.lab.plan import LabPlan, derive
 from labctl.profile.schema import Profile
+
+
+LAB_LOCK_WAIT_S = 30.0  # another labctl holding this lab's name (its run, or `labctl down`)
 
 
 def embedded_lab(plan: LabPlan, state: LabState, warnings: list[str]) -> Any:
@@ -44,8 +52,14 @@ def check_measurable(profile: Profile) -> None:
 
 
 class LabSession:
-    def __init__(self, name: str, uri: str | None = None, on_event: OnEvent | None = None):
+    """``wait``: a trial whose CPUs another trial measures on waits for them (False: ``--no-wait``, fail at
+    once with :class:`~labctl.errors.CpusBusyError`); so does a lab another labctl holds (up to
+    :data:`LAB_LOCK_WAIT_S`)."""
+
+    def __init__(self, name: str, uri: str | None = None, on_event: OnEvent | None = None, wait: bool = True):
         self.name = name
+        self.wait = wait
+        self.cpus = CpuClaim(name, on_event, wait)
         self.uri = uri
         self.on_event = on_event
         self.state: LabState | None = None
@@ -57,19 +71,36 @@ class LabSession:
         self._lock: Any = None
 
     def __enter__(self) -> "LabSession":
-        self._lock = locked(self.name)
+        self._lock = locked(self.name, LAB_LOCK_WAIT_S if self.wait else 0.0)
         self.state = self._lock.__enter__()
-        if self.state.resources:
-            left = teardown(self.state)
-            self.leftovers = "removed resources left by an earlier labctl" + \
-                (f" (could not remove: {left})" if left else "")
+        try:
+            self._remove_leftovers()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
         return self
+
+    def _remove_leftovers(self) -> None:
+        """What an earlier labctl left, removed (and said) only when that labctl has exited; the
+        resources of a live one (``labctl up`` in this process, or in a face) are refused."""
+        assert self.state is not None
+        if not self.state.resources:
+            return
+        previous = self.state.owner
+        if owner_alive(previous):
+            raise StateError(f"lab {self.name} is up, its resources held by {describe(previous)}, which still "
+                             f"runs (allowed: `labctl down {self.name}` first, or another lab name)")
+        left = teardown(self.state)
+        self.leftovers = f"removed resources left by an earlier labctl ({describe(previous)}, exited)" + \
+            (f" (could not remove: {left})" if left else "")
+        notify(self.on_event, "note", lab=self.name, message=self.leftovers)
 
     def __exit__(self, *exc: object) -> None:
         try:
             self.close_guest()
             teardown(self.state)
         finally:
+            self.cpus.release()
             self._lock.__exit__(*exc)
 
     def _phase(self, text: str) -> None:
@@ -78,6 +109,7 @@ class LabSession:
     def acquire(self, plan: LabPlan, warnings: list[str]) -> Any:
         """A lab up for this trial's plan (a new embedded lab; the running guest, or a new one)."""
         assert self.state is not None
+        self.cpus.acquire(plan_cpus(plan))  # waits (a note says for whom) while another trial measures there
         if plan.lab == "embedded":
             lab = embedded_lab(plan, self.state, warnings)
             lab.start()
@@ -112,13 +144,20 @@ class LabSession:
             if lab is not None:
                 lab.close()
             if self.guest is None:
-                return teardown(self.state)
+                return self._torn_down()
             return []
         if failed:
             self.close_guest()
-            return teardown(self.state)
-        lab.end_trial()
+            return self._torn_down()
+        lab.end_trial()  # the guest stays up (and keeps its CPUs) for the run's next trial
         return []
+
+    def _torn_down(self) -> list[str]:
+        """Teardown; with nothing of the lab left up, its CPUs are free for other trials."""
+        assert self.state is not None
+        failures = teardown(self.state)
+        self.cpus.release()
+        return failures
 
     def close_guest(self) -> None:
         if self.guest is not None:

@@ -294,7 +294,8 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
     import os
 
     from labctl import signals
-    from labctl.errors import HypervisorError, ZeroForwardingError
+    from labctl.errors import CpusBusyError, HypervisorError, ZeroForwardingError
+    from labctl.lab.busy import BusyWatch
     from labctl.lab.plan import derive
     from labctl.profile.knobs import flatten
 
@@ -313,8 +314,16 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
             base.details.update(lab.details())
             base.env = lab.environment(lab.pins(), lab.pollers > len(os.sched_getaffinity(0)))
             notify(on_event, "phase", lab=profile.name, message=f"searching NDR/PDR ({settings.search})")
+            busy = BusyWatch(session.cpus.cpus, lab.pids.values())
+            busy.start()
             result = find_ndr(lab, base, settings, on_record, on_event)
+            busy.check("search")
             record, failed = summary_record(base, result), False
+            if busy.found:
+                record.details["busy_strangers"] = busy.found
+                record.warnings.extend(busy.warnings())
+        except CpusBusyError:
+            raise  # --no-wait: not a trial that failed, a trial that did not start
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
             record = base.model_copy(update={"status": "failed", "error": str(exc)})
         except Exception as exc:  # noqa: BLE001 - a search that breaks is a failed trial, not a lost sweep

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 from labctl.errors import UserError
 from labctl.events import OnEvent, notify
+from labctl.owner import describe
 from labctl.results.record import TrialRecord
 from labctl.results.store import Store
 
@@ -83,7 +84,10 @@ def open_session(db_path: str | Path, name: str, base: dict[str, Any] | None = N
         if resume:
             run_id = find_resumable(store, name)
             stored = store.run(run_id)
-            store.reopen_run(run_id)
+            left = store.reopen_run(run_id)
+            if left is not None:
+                notify(on_event, "note", lab=name, message=f"run {run_id} was left running by {describe(left)}, "
+                                                           "which has exited: resuming it")
             total = len(stored["plan"])
             done_before = total - len(store.missing_plan(run_id))
         else:

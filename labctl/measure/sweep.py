@@ -77,7 +77,7 @@ def check_repeat(repeat: int | None) -> None:
 
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
               runner: TrialRunner = _default_runner, steadiness_s: float | None = None,
-              on_event: OnEvent | None = None, search: Any = None) -> SweepResult:
+              on_event: OnEvent | None = None, search: Any = None, wait: bool = True) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
@@ -110,7 +110,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         base = base_data(loaded)
         plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt")
         with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
-                LabSession(profile.name, profile.libvirt_uri, on_event) as labs:
+                LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
             result.run_id = session.run_id
             todo = session.store.missing_plan(session.run_id) if resume else plan
             if resume:

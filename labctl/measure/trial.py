@@ -18,9 +18,10 @@ import time
 from typing import Any
 
 from labctl import signals
-from labctl.errors import HypervisorError, WorkloadError, ZeroForwardingError
+from labctl.errors import CpusBusyError, HypervisorError, WorkloadError, ZeroForwardingError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor, measured_window
+from labctl.lab.busy import BusyWatch
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.profile.knobs import flatten
@@ -31,13 +32,14 @@ from labctl.workload.paced import paced_metrics
 
 
 def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | None = None,
-              session: LabSession | None = None) -> TrialRecord:
+              session: LabSession | None = None, wait: bool = True) -> TrialRecord:
     """Run one trial of a profile; returns its record (status ok or failed). ``session``: the run's labs
-    (a sweep keeps a guest up between its trials); without one, the trial brings its lab up and down."""
+    (a sweep keeps a guest up between its trials); without one, the trial brings its lab up and down
+    (``wait``: see :class:`LabSession`)."""
     profile = loaded.profile
     if session is None:
         check_measurable(profile)
-        with signals.stoppable(), LabSession(profile.name, profile.libvirt_uri, on_event) as own:
+        with signals.stoppable(), LabSession(profile.name, profile.libvirt_uri, on_event, wait) as own:
             return run_trial(loaded, repeat_index, on_event, own)
 
     def phase(name: str) -> None:
@@ -54,7 +56,11 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
         try:
             phase("setup")
             lab = session.acquire(derive(profile), record.warnings)
-            _measure(lab, record, phase)
+            if session.cpus.waited_s >= 0.1:
+                record.details["cpu_wait_s"] = round(session.cpus.waited_s, 2)
+            _measure(lab, record, phase, BusyWatch(session.cpus.cpus, lab.pids.values()))
+        except CpusBusyError:
+            raise  # --no-wait: not a trial that failed, a trial that did not start
         except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
             signals.checkpoint()  # broken by a cancel (its processes stopped under it): aborted, not failed
             record.status, record.error = "failed", str(exc)
@@ -75,7 +81,9 @@ def run_trial(loaded: LoadedProfile, repeat_index: int = 0, on_event: OnEvent | 
     return record
 
 
-def _measure(lab: Any, record: TrialRecord, phase) -> None:
+def _measure(lab: Any, record: TrialRecord, phase, busy: BusyWatch) -> None:
+    """The warm-up and the window; ``busy`` names strangers on the trial's CPUs over each of them
+    (sampled when the warm-up starts, when the window starts and when it ends)."""
     plan = lab.plan
     if plan.tcp is not None:  # tcp_stream / tcp_rr on a kernel guest
         from labctl.workload.tcp import measure as measure_tcp
@@ -84,11 +92,21 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
         return
     record.warnings.extend(lab.record_warnings())
     record.details.update(lab.details())
+    busy.start()
+    window: list[float] = []
+
+    def watched(name: str) -> None:
+        if name == "measure":
+            busy.check("warm-up")
+            window.append(time.time())
+        phase(name)
+
     if lab.generator is not None:
         paced = lab.paced
         rate = paced.rate_per_port(plan.generator.rate)
         result, before, after, report = paced.trial(paced.spec(rate, plan.duration_s, plan.warmup_s),
-                                                    ThreadMonitor(dict(lab.pids)), phase)
+                                                    ThreadMonitor(dict(lab.pids)), watched)
+        window.append(time.time())
         lab.stop_forwarding()
         metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
                                          lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
@@ -96,14 +114,16 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
             record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): "
                                    "not a loss of the lab; left out of comparisons")
     elif plan.topology == "vm2vm":
-        before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot, phase,
-                                                started=lab.window_started)
+        before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot,
+                                                watched, started=lab.window_started)
+        window.append(time.time())
         lab.stop_forwarding()
         metrics, details = lab.metrics(before, after)
         metrics.cpu = report.cpu_by_role()
     else:
-        before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot, phase,
-                                                started=lab.window_started)
+        before, after, report = measured_window(dict(lab.pids), plan.warmup_s, plan.duration_s, lab.snapshot,
+                                                watched, started=lab.window_started)
+        window.append(time.time())
         lab.stop_forwarding()
         metrics, details = compute_metrics(before, after, len(plan.nics), report.cpu_by_role(),
                                            lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
@@ -111,6 +131,11 @@ def _measure(lab: Any, record: TrialRecord, phase) -> None:
     details.update(host_details)
     for name, value in host_metrics.items():
         setattr(metrics, name, value)
+    busy.check("window")
+    record.details["window_at"] = [round(t, 3) for t in window]  # wall clock: when it measured
+    if busy.found:
+        record.details["busy_strangers"] = busy.found
+        record.warnings.extend(busy.warnings())
     _fill(lab, record, metrics, details, report)
 
 

@@ -35,12 +35,38 @@ _UNION_TAGS = {"bool", "int", "float", "str", "none"}
 # import
 
 
+MAX_LINE_CHARS = 1 << 20  # a trial record is a few KiB; a longer line is not one
+MAX_LINES = 1_000_000
+
+
+class _Hostile(ValueError):
+    """JSON that parses but that a trial record never holds (NaN, a key twice)."""
+
+
+def _no_constant(name: str) -> None:
+    raise _Hostile(f"{name} is not a number a record holds (allowed: finite numbers, or null)")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Hostile(f"key {json.dumps(key)[:40]} appears twice in one object (allowed: each key once)")
+        seen[key] = value
+    return seen
+
+
 def parse_line(text: str) -> TrialRecord:
-    """Validate one JSONL line; raises ``ImportFormatError`` with ``source="-"``, ``line=None``."""
+    """Validate one JSONL line; raises ``ImportFormatError`` with ``source="-"``, ``line=None``. NaN,
+    Infinity, a key given twice and nesting too deep for Python are refused like any bad value."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise ImportFormatError("-", None, None, f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except _Hostile as exc:
+        raise ImportFormatError("-", None, None, str(exc)) from None
+    except RecursionError:
+        raise ImportFormatError("-", None, None, "nested too deeply (allowed: a trial record's few levels)") from None
     if not isinstance(data, dict):
         raise ImportFormatError("-", None, None, f"expected a JSON object, got {type(data).__name__}")
     for key in ASSIGNED_BY_STORE:
@@ -87,15 +113,10 @@ def read_jsonl(path: str | Path) -> list[TrialRecord]:
     """Every record of a JSONL file, validated. Raises ``ImportFormatError`` for the first bad line
     (its message says how many more bad lines follow); blank lines are skipped."""
     source = str(path)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ImportFormatError(source, None, None, f"cannot read: {exc}") from None
     records: list[TrialRecord] = []
     first: ImportFormatError | None = None
     bad = 0
-    for number, text in enumerate(lines, start=1):
+    for number, text in _lines(source):
         if not text.strip():
             continue
         try:
@@ -114,6 +135,26 @@ def read_jsonl(path: str | Path) -> list[TrialRecord]:
     if not records:
         raise ImportFormatError(source, None, None, "no trial records to import")
     return records
+
+
+def _lines(source: str) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line, read a bounded line at a time: a huge line or file is refused,
+    never read whole into memory."""
+    try:
+        with open(source, encoding="utf-8") as handle:
+            for number in range(1, MAX_LINES + 2):
+                text = handle.readline(MAX_LINE_CHARS + 1)
+                if not text:
+                    return
+                if number > MAX_LINES:
+                    raise ImportFormatError(source, number, None, f"more than {MAX_LINES} lines "
+                                            f"(allowed: up to {MAX_LINES} trial records a file)")
+                if len(text) > MAX_LINE_CHARS and not text.endswith("\n"):
+                    raise ImportFormatError(source, number, None, f"longer than {MAX_LINE_CHARS} characters "
+                                            f"(allowed: a trial record of up to {MAX_LINE_CHARS})")
+                yield number, text.rstrip("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFormatError(source, None, None, f"cannot read: {exc}") from None
 
 
 def import_jsonl(store: Store, path: str | Path, run_name: str | None = None) -> tuple[int, int]:

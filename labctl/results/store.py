@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from labctl.errors import NotAStoreError, StoreError, UnknownRunError, UserError
+from labctl import faults, owner
+from labctl.errors import (LabError, NotAStoreError, ReadOnlyStoreError, RunBusyError, StoreError, UnknownRunError,
+                           UserError)
 from labctl.paths import can_create
 from labctl.results.codecs import dumps, env_fingerprint, status_filter
 from labctl.results.record import TrialRecord
@@ -32,6 +36,16 @@ DEFAULT_PATH = Path("labctl.db")
 
 RUN_STATUSES = ("running", "finished", "failed", "aborted", "imported")
 DONE_STATUSES = ("ok", "failed")  # a plan entry with a trial in one of these is not re-run by --resume
+
+
+SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 8, 11, 13, 26  # primary result codes
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 THIS_HOST: Any = object()  # create_run(host=THIS_HOST): the machine running labctl
@@ -47,8 +61,14 @@ class Store:
     def __init__(self, path: str | Path = DEFAULT_PATH, *, timeout_s: float = 5.0):
         self.path = Path(path)
         self._depth = 0
+        # a store on a read-only file system is opened read-only (reports work; a write says why it fails)
+        self.read_only = self.path.exists() and _read_only_fs(self.path)
         try:
-            self._conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None)
+            if self.read_only:
+                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
+                self._conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+            else:
+                self._conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot open the result store: {exc}") from exc
         try:
@@ -56,8 +76,9 @@ class Store:
             with self._errors("open"):
                 self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
                 self._conn.execute("PRAGMA foreign_keys = ON")
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute("PRAGMA synchronous = FULL")
+                if not self.read_only:
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                    self._conn.execute("PRAGMA synchronous = FULL")
             self._upgrade()
         except BaseException:
             self._conn.close()
@@ -82,6 +103,8 @@ class Store:
             tables = self._conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").fetchall()
         except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == SQLITE_CORRUPT:
+                raise self._error("read it", exc) from None
             raise NotAStoreError(f"--db {self.path}: not a labctl result store ({exc}) "
                                  "(allowed: a store made by labctl sweep/import, or a new file)") from None
         if version == 0 and tables:
@@ -105,7 +128,22 @@ class Store:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {doing}: {exc}") from exc
+            raise self._error(doing, exc) from exc
+
+    def _error(self, doing: str, exc: sqlite3.Error) -> LabError:
+        """One line for an SQLite failure: the user's file (read-only, corrupted: exit 2) or the host's
+        (a full disk: exit 1). A failed write is rolled back; what was stored before stays as it was."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code == SQLITE_READONLY:
+            return ReadOnlyStoreError(f"--db {self.path}: is read-only, cannot {doing} "
+                                      "(allowed: a writable store; reports read a read-only one)")
+        if code in (SQLITE_CORRUPT, SQLITE_NOTADB):
+            return NotAStoreError(f"--db {self.path}: is corrupted, cannot {doing} ({exc}) (allowed: an intact "
+                                  "store; `sqlite3 FILE .recover` may save its rows)")
+        if code == SQLITE_FULL:
+            return StoreError(f"{self.path}: the disk is full, cannot {doing} (nothing of it was stored; what "
+                              "was stored before is intact)")
+        return StoreError(f"{self.path}: {doing}: {exc}")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -133,7 +171,7 @@ class Store:
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: commit: {exc}") from exc
+            raise self._error("commit", exc) from exc
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -159,9 +197,9 @@ class Store:
     def _upgrade(self) -> None:
         version = self.schema_version
         if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: the store has schema version {version}, newer than this labctl "
-                f"understands ({SCHEMA_VERSION}); upgrade labctl or use another --db"
+            raise NotAStoreError(
+                f"--db {self.path}: the store has schema version {version}, newer than this labctl "
+                f"understands ({SCHEMA_VERSION}) (allowed: upgrade labctl, or another --db)"
             )
         if version == SCHEMA_VERSION:
             return
@@ -217,8 +255,8 @@ class Store:
         now = time.time()
         with self.transaction() as conn, self._errors("create a run"):
             cursor = conn.execute(
-                "INSERT INTO runs (profile_name, profile_json, plan_json, created_at, status, host, finished_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (profile_name, profile_json, plan_json, created_at, status, host, finished_at,"
+                " info_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     profile_name,
                     profile_json,
@@ -227,6 +265,7 @@ class Store:
                     status,
                     socket.gethostname() if host is THIS_HOST else host,
                     None if status == "running" else now,
+                    json.dumps({"owner": owner.me()} if status == "running" else {}),
                 ),
             )
             return int(cursor.lastrowid)
@@ -237,17 +276,34 @@ class Store:
             raise ValueError(f"a run finishes as one of {', '.join(RUN_STATUSES[1:])}, not {status!r}")
         self._set_run_status(run_id, status, time.time())
 
-    def reopen_run(self, run_id: int) -> None:
-        """Mark a run running again (``--resume``)."""
-        self._set_run_status(run_id, "running", None)
+    def reopen_run(self, run_id: int) -> dict[str, Any] | None:
+        """Mark a run running again, by this process (``--resume``); returns the owner it had when that
+        one is gone (a killed labctl), else None. A run still being run by a live labctl is refused with
+        :class:`RunBusyError` naming its pid: the check and the claim are one write transaction, so two
+        resumes started at once cannot both pass it."""
+        with self.transaction() as conn, self._errors("update a run"):
+            row = conn.execute("SELECT status, info_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+            info = json.loads(row[1])
+            previous = info.get("owner")
+            if row[0] == "running" and owner.alive(previous):
+                raise RunBusyError(f"--resume: run {run_id} is still being run by {owner.describe(previous)} "
+                                   f"(allowed: wait for it to finish, or stop it and resume then)")
+            info["owner"] = owner.me()
+            conn.execute("UPDATE runs SET status = 'running', finished_at = NULL, info_json = ? WHERE id = ?",
+                         (json.dumps(info), run_id))
+        return previous if row[0] == "running" else None
 
     def _set_run_status(self, run_id: int, status: str, finished_at: float | None) -> None:
         with self.transaction() as conn, self._errors("update a run"):
-            cursor = conn.execute(
-                "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, finished_at, run_id)
-            )
-            if cursor.rowcount == 0:
+            row = conn.execute("SELECT info_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
                 raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+            info = json.loads(row[0])
+            info.pop("owner", None)  # a closed run has nobody running it
+            conn.execute("UPDATE runs SET status = ?, finished_at = ?, info_json = ? WHERE id = ?",
+                         (status, finished_at, json.dumps(info), run_id))
 
     def runs(self) -> list[dict[str, Any]]:
         """Every run, oldest first, with its trial counts per status and the planned count."""
@@ -338,6 +394,7 @@ class Store:
                 [(trial_id, i, text) for i, text in enumerate(record.warnings)],
             )
             insert_metrics(conn, trial_id, record.metrics)
+            faults.point("store.commit")
         return trial_id
 
     @staticmethod

@@ -27,6 +27,7 @@ from labctl.lab.embedded.vswitch import connect_ports, start_recorded, vswitch_t
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.plan import LabPlan
+from labctl.safefs import remove_stale
 from labctl.workload.forward import GuestCounters, Snapshot, take_snapshot, zero_reason
 from labctl.workload.paced import PacedRunner
 
@@ -68,9 +69,7 @@ class EmbeddedLab:
     def start(self) -> None:
         plan, state = self.plan, self.state
         t0 = time.monotonic()
-        state.record("dir", str(plan.dirs.run))
-        plan.dirs.run.mkdir(parents=True, exist_ok=True)
-        plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        state.make_dirs(plan.dirs.run, plan.dirs.log)
         hugedir = None
         if plan.hugepages:
             grant = reserve(state, plan.dirs.hugetlbfs, plan.embedded_hugepage_mb())
@@ -89,7 +88,7 @@ class EmbeddedLab:
             self.vswitch = vswitch_testpmd(plan, hugedir, client=True)
         for sock in sockets:
             state.record("path", str(sock))
-            sock.unlink(missing_ok=True)  # the guest binds it; a stale file would fail (or fool) that
+            remove_stale(sock)  # the guest binds it; a stale file (or a planted symlink) would fail or fool that
         self.timings["prepare_s"] = time.monotonic() - t0
         # both start at once: the guest waits in its first socket's accept() until the host side connects
         self.pids["guest"] = start_recorded(state, guest)

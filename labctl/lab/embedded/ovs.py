@@ -22,6 +22,7 @@ from labctl.dpdk.labgen import labgen_process
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
+from labctl.safefs import remove_stale
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.embedded.lab import EmbeddedLab
 from labctl.lab.embedded.vswitch import start_recorded
@@ -44,9 +45,7 @@ class OvsEmbeddedLab(EmbeddedLab):
     def start(self) -> None:
         plan, state = self.plan, self.state
         t0 = time.monotonic()
-        state.record("dir", str(plan.dirs.run))
-        plan.dirs.run.mkdir(parents=True, exist_ok=True)
-        plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        state.make_dirs(plan.dirs.run, plan.dirs.log)
         mount = plan.dirs.hugetlbfs
         pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
         self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
@@ -60,7 +59,7 @@ class OvsEmbeddedLab(EmbeddedLab):
         gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
         for sock in guest_sockets + gen_sockets:
             state.record("path", str(sock))
-            sock.unlink(missing_ok=True)
+            remove_stale(sock)
         for nic, gen in zip(plan.nics, gen_sockets):
             switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
             switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)

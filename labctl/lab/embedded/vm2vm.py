@@ -24,6 +24,7 @@ from labctl.errors import WorkloadError
 from labctl.host.fingerprint import fingerprint
 from labctl.host.sockets import unix_listening
 from labctl.host.threads import dpdk_worker_pins
+from labctl.safefs import remove_stale
 from labctl.lab.embedded.lab import FORWARDING_THREADS
 from labctl.lab.embedded.vswitch import start_recorded
 from labctl.lab.hugepages import reserve
@@ -107,9 +108,7 @@ class Vm2vmLab:
     def start(self) -> None:
         plan, state = self.plan, self.state
         t0 = time.monotonic()
-        state.record("dir", str(plan.dirs.run))
-        plan.dirs.run.mkdir(parents=True, exist_ok=True)
-        plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        state.make_dirs(plan.dirs.run, plan.dirs.log)
         mount = plan.dirs.hugetlbfs
         ovs = plan.vswitch.kind == "ovs-dpdk"
         hugedir = None
@@ -134,7 +133,7 @@ class Vm2vmLab:
         for a_nic, b_nic in pairs:
             for sock in (a_nic.socket, b_nic.socket):
                 state.record("path", str(sock))
-                sock.unlink(missing_ok=True)
+                remove_stale(sock)
         if ovs:
             for a_nic, b_nic in pairs:
                 self.switch.add_vhostuser_client(f"a{a_nic.index}", a_nic.socket, n_rxq=a_nic.queues)

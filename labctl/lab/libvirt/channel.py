@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from labctl import signals
 from labctl.errors import WorkloadError
+from labctl.safefs import open_new
 
 CHANNEL_NAME = "org.labctl.ctl"
 
@@ -31,7 +32,7 @@ class GuestChannel:
         self.lines: list[tuple[str, Any]] = []  # (tag, data) in arrival order
         self._cond = threading.Condition()
         self._closed = False
-        self._log = open(log, "a", encoding="utf-8") if log is not None else None
+        self._log = open_new(log, "a") if log is not None else None
         deadline = time.monotonic() + connect_timeout_s
         while True:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -40,6 +40,7 @@ from labctl.lab.libvirt.domxml import render
 from labctl.lab.libvirt.lifecycle import give_to_qemu, render_context
 from labctl.lab.libvirt.negotiation import compare_nics
 from labctl.lab.plan import LabPlan
+from labctl.safefs import remove_stale
 from labctl.workload.forward import GuestCounters, Snapshot, zero_reason
 from labctl.workload.paced import PacedRunner
 
@@ -176,10 +177,8 @@ class GuestLab:
         self.domain_type = ctx.domain_type
         xml = render(plan, ctx)
         t0 = time.monotonic()
-        state.record("dir", str(plan.dirs.run))
-        plan.dirs.run.mkdir(parents=True, exist_ok=True)
-        plan.dirs.log.mkdir(parents=True, exist_ok=True)
-        plan.dirs.serial_log.unlink(missing_ok=True)
+        state.make_dirs(plan.dirs.run, plan.dirs.log)
+        remove_stale(plan.dirs.serial_log)
         if plan.vhostuser_nics and self.own_host_side:
             self.phase("starting the vswitch (vhost-user servers)")
             self._start_vswitch(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
@@ -212,7 +211,7 @@ class GuestLab:
         plan = self.plan
         for sock in sockets:
             self.state.record("path", str(sock))
-            sock.unlink(missing_ok=True)
+            remove_stale(sock)
         if plan.generator.kind == "labgen":
             self.generator = labgen_process(vdevs, plan.generator.queues, f"{plan.file_prefix}-gen",
                                             list(plan.generator.workers), None, plan.dirs.log / "labgen.log")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Any, Iterator
 
 from labctl.lab.libvirt.domxml import METADATA_NS
-from labctl.errors import HypervisorError
+from labctl.errors import HypervisorError, Interrupted
 
 try:
     import libvirt
@@ -64,15 +65,29 @@ def lookup(uri: str, name: str):
         raise HypervisorError(f"{name}: {_message(exc)}") from None
 
 
+@contextlib.contextmanager
+def _signals_pass() -> Iterator[None]:
+    """A signal that lands while libvirt-python's C code runs comes out as a SystemError ("returned a
+    result with an exception set") whose cause is the KeyboardInterrupt or Terminated: raise that."""
+    try:
+        yield
+    except SystemError as exc:
+        if isinstance(exc.__cause__, (KeyboardInterrupt, Interrupted)):
+            raise exc.__cause__ from None
+        raise
+
+
 def define_and_start(uri: str, xml: str, start: bool = True):
     conn = connect(uri)
     try:
-        dom = conn.defineXML(xml)
+        with _signals_pass():
+            dom = conn.defineXML(xml)
     except libvirt.libvirtError as exc:
         raise HypervisorError(f"libvirt refused the domain: {_message(exc)}") from None
     if start:
         try:
-            dom.create()
+            with _signals_pass():
+                dom.create()
         except libvirt.libvirtError as exc:
             raise HypervisorError(f"{dom.name()} did not start: {_message(exc)}") from None
     return dom

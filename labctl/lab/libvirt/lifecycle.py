@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import grp
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from labctl import platform
 from labctl import signals
 from labctl.lab.libvirt import hypervisor
 from labctl.events import OnEvent, notify
@@ -25,6 +22,7 @@ from labctl.profile.load import LoadedProfile
 from labctl.profile.schema import Profile
 from labctl.lab.ledger import LabState, all_states, locked, teardown
 from labctl.lab.embedded.vswitch import start_recorded, vswitch_testpmd
+from labctl.safefs import give_socket, qemu_gid, remove_stale
 
 
 
@@ -128,11 +126,9 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
 
 def _create(state: LabState, plan: LabPlan, uri: str, xml: str, ctx: RenderContext, real: bool,
             boot_timeout_s: float, phase: Callable[[str], None]) -> UpResult:
-    state.record("dir", str(plan.dirs.run))
-    plan.dirs.run.mkdir(parents=True, exist_ok=True)
-    plan.dirs.log.mkdir(parents=True, exist_ok=True)
+    state.make_dirs(plan.dirs.run, plan.dirs.log)
     serial = plan.dirs.serial_log
-    serial.unlink(missing_ok=True)
+    remove_stale(serial)
     vswitch_pid = None
     if real:
         if any(n.backend == "network" for n in plan.nics):
@@ -192,14 +188,9 @@ def _start_vswitch(state: LabState, plan: LabPlan) -> int:
 
 def give_to_qemu(sockets: list[Path]) -> None:
     """vhost-user sockets testpmd made (root, 0755) handed to QEMU's group, mode 0660, not to the world."""
-    try:
-        gid = grp.getgrnam(platform.QEMU_GROUP).gr_gid
-    except KeyError:
-        gid = None
+    gid = qemu_gid()
     for sock in sockets:
-        if gid is not None:
-            os.chown(sock, 0, gid)
-        os.chmod(sock, 0o660)
+        give_socket(sock, gid, 0o660)  # a symlink planted there is refused, never followed
 
 
 def _vswitch_pid(state: LabState) -> int | None:

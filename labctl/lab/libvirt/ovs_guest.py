@@ -15,15 +15,14 @@ The socket directory is handed to QEMU's group (0770): QEMU creates the vm{i} so
 from __future__ import annotations
 
 import contextlib
-import grp
 import os
 import time
 from typing import Any
 
-from labctl import platform
 from labctl.dpdk.eal import devarg_path
 from labctl.dpdk.labgen import labgen_process
 from labctl.errors import WorkloadError
+from labctl.safefs import qemu_gid, remove_stale
 from labctl.lab.hugepages import reserve
 from labctl.lab.libvirt.guest import GuestLab
 from labctl.lab.ovs.switch import OvsSwitch
@@ -32,14 +31,12 @@ LINK_TIMEOUT_S = 300.0  # TCG guests bring their ports up slowly
 
 
 def _open_to_qemu(directory) -> None:
-    """QEMU (user and group libvirt-qemu) creates its server sockets in ``directory``."""
-    try:
-        gid = grp.getgrnam(platform.QEMU_GROUP).gr_gid
-    except KeyError:
-        gid = None
+    """QEMU (user and group libvirt-qemu) creates its server sockets in ``directory`` (made by
+    LabState.make_dirs, never a symlink): its group may write there."""
+    gid = qemu_gid()
     if gid is not None:
-        os.chown(directory, 0, gid)
-    os.chmod(directory, 0o770)
+        os.chown(directory, 0, gid, follow_symlinks=False)
+    os.chmod(directory, 0o770)  # make_dirs refused a symlink there; chmod cannot skip one on Linux
 
 
 class OvsGuestLab(GuestLab):
@@ -58,9 +55,7 @@ class OvsGuestLab(GuestLab):
         plan, state = self.plan, self.state
         if plan.generator.kind != "labgen":
             raise WorkloadError("workload.generator: a guest behind OVS-DPDK is fed by labgen (allowed: labgen)")
-        state.record("dir", str(plan.dirs.run))
-        plan.dirs.run.mkdir(parents=True, exist_ok=True)
-        plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        state.make_dirs(plan.dirs.run, plan.dirs.log)
         _open_to_qemu(plan.dirs.run)
         mount = plan.dirs.hugetlbfs
         pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
@@ -71,7 +66,7 @@ class OvsGuestLab(GuestLab):
         gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
         for sock in [nic.socket for nic in plan.nics] + gen_sockets:
             state.record("path", str(sock))
-            sock.unlink(missing_ok=True)
+            remove_stale(sock)
         for nic, gen in zip(plan.nics, gen_sockets):
             switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
             switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)

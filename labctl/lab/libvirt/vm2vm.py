@@ -34,6 +34,7 @@ from labctl.lab.libvirt.guest import FORWARDER_TIMEOUT_S, GuestLab, guest_stats,
 from labctl.lab.libvirt.lifecycle import give_to_qemu
 from labctl.lab.plan import LabDirs, LabPlan
 from labctl.results.record import Metrics
+from labctl.safefs import make_dir, remove_stale
 
 
 def guest_b_plan(plan: LabPlan) -> LabPlan:
@@ -98,13 +99,11 @@ class Vm2vmGuestLab:
         plan = self.plan
         ports = self._ports()
         sockets = [nic.socket for nic in ports]
-        self.state.record("dir", str(plan.dirs.run))
-        plan.dirs.run.mkdir(parents=True, exist_ok=True)
-        plan.dirs.log.mkdir(parents=True, exist_ok=True)
-        self.b.plan.dirs.log.mkdir(parents=True, exist_ok=True)
+        self.state.make_dirs(plan.dirs.run, plan.dirs.log)
+        make_dir(self.b.plan.dirs.log, qemu=True)
         for sock in sockets:
             self.state.record("path", str(sock))
-            sock.unlink(missing_ok=True)
+            remove_stale(sock)
         self.phase("starting the vswitch (vhost-user servers for guests A and B)")
         self.vswitch = vswitch_testpmd(plan, None, forward_mode="io", vdevs=host_ports(plan, nics=ports))
         start_recorded(self.state, self.vswitch)

@@ -69,3 +69,33 @@ def test_unreadable_state_file_is_a_named_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(StateError, match="unreadable"):
         load_state("broken")
+
+
+def test_leftovers_are_removed_only_when_their_labctl_has_exited(tmp_path):
+    """The ledger knows who made the resources (pid + start time): a live owner's lab is refused, a dead
+    one's leftovers are removed and said."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from labctl.errors import StateError
+    from labctl.lab.ledger import locked
+    from labctl.measure.labs import LabSession
+
+    marker = tmp_path / "left"
+    with locked("fx-owned") as state:
+        state.record("path", str(marker))
+    marker.write_text("x")
+    with pytest.raises(StateError, match=rf"held by pid {os.getpid()}, which still runs"):
+        LabSession("fx-owned").__enter__()
+    assert marker.exists()
+    child = subprocess.run([sys.executable, "-c", (
+        "from labctl.lab.ledger import locked\n"
+        "with locked('fx-owned') as s:\n"
+        "    s.info['owner'] = None\n"
+        "    s.record('path', '%s')\n") % marker], check=True, env=os.environ.copy())
+    assert child.returncode == 0
+    with LabSession("fx-owned") as session:
+        assert "left by an earlier labctl (pid" in session.leftovers and "exited" in session.leftovers
+    assert not marker.exists()

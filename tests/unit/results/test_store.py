@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labctl.errors import StoreError, UnknownRunError
+from labctl.errors import NotAStoreError, StoreError, UnknownRunError
 from labctl.results.record import Metrics, TrialRecord
 from labctl.results.schema import SCHEMA_VERSION
 from labctl.results.store import Store
@@ -219,7 +219,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
     conn = sqlite3.connect(db)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(StoreError, match=rf"schema version {SCHEMA_VERSION + 1}, newer .*\({SCHEMA_VERSION}\)"):
+    with pytest.raises(NotAStoreError, match=rf"schema version {SCHEMA_VERSION + 1}, newer .*\({SCHEMA_VERSION}\)"):
         Store(db)
 
 

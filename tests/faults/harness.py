@@ -1,0 +1,329 @@
+"""The fault matrix: a signal sent to a labctl command at one phase, then the checks.
+
+Used by ``tests/faults/test_matrix.py`` (a reduced set, in CI) and ``benchmarks/faults.py`` (every
+case, one JSON table). A case is (command, signal, phase):
+
+- commands: ``run``, ``sweep``, ``tune``, ``ndr`` on the embedded lab; ``up`` and ``down`` of a libvirt
+  guest; ``guest`` (a measured trial on a libvirt guest, TCG: slow, so few); ``ovs``: a marked place for
+  OVS-DPDK labs (labctl/lab/ovs/ is a library, not a lab backend yet), reported as not applicable;
+- signals: SIGINT, SIGTERM, SIGKILL;
+- phases: ``setup``, ``warm-up``, ``measure`` (the trial's ``phase`` events; ndr: its search),
+  ``teardown`` (inside the ledger's teardown, after its first resource went), ``commit`` (inside the
+  trial's store transaction, before COMMIT).
+
+The signal is sent by labctl itself at the point (``LABCTL_FAULT``, :mod:`labctl.faults`), after a
+short delay inside the phase, so every case hits what it names; the command then must end as the
+signal says (130, 143, or killed), in one line, with no traceback. Then the next labctl acts: ``sweep
+--resume`` (it removes what was left and finishes the run), else ``labctl down NAME``. After that:
+no process, socket, tap, domain, hugetlbfs mount, DPDK runtime directory, OVS daemon or temporary
+file of the lab is left; the store passes ``integrity_check`` and every trial has all its rows; a
+resumed sweep has exactly one finished trial per plan entry (``lost`` counts the missing ones and any
+trial stored before the fault and gone after it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+SIGNALS = ("INT", "TERM", "KILL")
+PHASES = ("setup", "warm-up", "measure", "teardown", "commit")
+EMBEDDED = ("run", "sweep", "tune", "ndr")
+LIBVIRT = ("up", "down", "guest")
+PLACEHOLDER = ("ovs",)  # OVS-DPDK labs: being wired in by another engineer; see PLACEHOLDER_REASON
+PLACEHOLDER_REASON = "OVS-DPDK is a library (labctl/lab/ovs/), not a lab backend yet: add its cases here"
+EXIT = {"INT": 130, "TERM": 143, "KILL": -9}
+URI = "qemu:///system"
+QEMU_REACHABLE = Path("/run/labctl-faults")  # run and log dirs of libvirt cases (0755 parents)
+
+def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hugepages: bool = False,
+                     generator: str = "labgen") -> str:
+    """An embedded lab pinned to CPUs 0 (vswitch) and 1 (guest), a two-value sweep."""
+    return (f"name: {name}\nbackend: embedded\nguest:\n  vcpus: 1\n  memory_mib: 512\n"
+            f"  hugepages: {str(hugepages).lower()}\n  nics:\n"
+            + "    - {backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}\n" * 2
+            + f"  pinning: {{vcpus: {{0: \"1\"}}, vhost: \"0\"}}\n"
+            f"workload: {{mode: io, duration_s: {duration_s}, warmup_s: {warmup_s}, generator: {generator}}}\n"
+            "sweep:\n  guest.nics.*.rx_queue_size: [256, 1024]\nrepeat: 1\n")
+
+
+def guest_text(name: str) -> str:
+    """The measured vhost-user guest of tests/integration/test_guest_trials.py."""
+    from tests.integration.test_guest_trials import guest_profile
+
+    return guest_profile(lambda text, _file: text, name, "vhostuser", "  workload.burst: [32]")
+
+
+@dataclass
+class Case:
+    command: str
+    signal: str
+    phase: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.command}/{self.signal}/{self.phase}"
+
+
+@dataclass
+class Outcome:
+    case: str
+    injected: bool = False
+    survived: bool = False
+    leaks: list[str] = field(default_factory=list)
+    lost: int = 0
+    applicable: bool = True
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def applicable(case: Case) -> str | None:
+    """Why a case does not exist (None: it does)."""
+    if case.command in PLACEHOLDER:
+        return PLACEHOLDER_REASON
+    if case.command == "run" and case.phase == "commit":
+        return "labctl run stores nothing"
+    if case.command == "ndr" and case.phase == "warm-up":
+        return "an NDR search's measurements have no warm-up phase event"
+    if case.command == "up" and case.phase != "setup":
+        return "labctl up has set-up only (vswitch, define, boot; it tears down only when that fails): see down"
+    if case.command == "down" and case.phase != "teardown":
+        return "labctl down only tears down"
+    if case.command == "guest" and case.phase == "commit":
+        return "covered by sweep (the store does not know the backend)"
+    return None
+
+
+def all_cases(commands=EMBEDDED + LIBVIRT + PLACEHOLDER) -> list[Case]:
+    return [Case(c, s, p) for c in commands for s in SIGNALS for p in PHASES]
+
+
+def _fault(case: Case, name: str) -> str:
+    """LABCTL_FAULT for the case: the point, the signal, which occurrence, the delay into the phase."""
+    sig = case.signal
+    if case.phase == "commit":
+        return f"store.commit:{sig}:{2 if case.command == 'sweep' else 1}:0"
+    if case.phase == "teardown":
+        return f"teardown:{sig}:2:0"  # mid-teardown: one resource removed, the rest still there
+    if case.command == "up":
+        return f"phase.defining and starting labctl-{name}:{sig}:1:0.5"
+    if case.command == "ndr" and case.phase == "measure":
+        return f"phase.searching NDR/PDR (mlrsearch):{sig}:1:1.5"
+    nth = 2 if case.command in ("sweep", "tune") else 1  # the second trial: one is stored before
+    delay = {"setup": 0.3, "warm-up": 0.2, "measure": 0.5}[case.phase]
+    if case.command == "guest":
+        delay = {"setup": 3.0, "warm-up": 0.3, "measure": 0.8}[case.phase]
+    return f"phase.{case.phase}:{sig}:{nth}:{delay}"
+
+
+class Lab:
+    """One case's directories, profile and environment (every path its own: leaks are this case's)."""
+
+    def __init__(self, work: Path, case: Case, index: int):
+        self.case = case
+        self.name = f"fx-{case.command}-{index}-{os.getpid() % 10000}"
+        self.work = work / self.name
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.db = self.work / "store.db"
+        self.shared = self.work
+        if case.command in LIBVIRT:  # QEMU (libvirt-qemu) must reach the sockets: not under a 0700 tmp dir
+            self.shared = QEMU_REACHABLE / self.name
+            self.shared.mkdir(parents=True, exist_ok=True)
+            for directory in (QEMU_REACHABLE, self.shared):
+                directory.chmod(0o755)
+        self.env = {**os.environ, "LABCTL_STATE_DIR": str(self.work / "state"),
+                    "LABCTL_RUN_DIR": str(self.shared / "run"), "LABCTL_LOG_DIR": str(self.shared / "log"),
+                    "PYTHONPATH": str(ROOT)}
+        self.env.pop("LABCTL_FAULT", None)
+        self.profile = self.work / f"{self.name}.yaml"
+        if case.command in ("up", "down", "guest"):
+            text = guest_text(self.name)
+        else:
+            text = embedded_profile(self.name, hugepages=case.command == "run")
+        self.profile.write_text(text, encoding="utf-8")
+
+    def argv(self, command: str, *extra: str) -> list[str]:
+        base = [sys.executable, "-m", "labctl.cli"]
+        profile = str(self.profile)
+        return {
+            "run": [*base, "run", profile, "--json"],
+            "sweep": [*base, "sweep", profile, "--db", str(self.db), "--json"],
+            "resume": [*base, "sweep", profile, "--db", str(self.db), "--resume", "--json"],
+            "tune": [*base, "tune", profile, "--budget", "3", "--db", str(self.db), "--json"],
+            "ndr": [*base, "ndr", profile, "--db", str(self.db), "--final-trial", "1", "--precision", "0.2", "--json"],
+            "up": [*base, "up", profile, "--mode", "workload", "--json"],
+            "down": [*base, "down", self.name, *(["--uri", URI] if self.case.command in LIBVIRT else [])],
+            "guest": [*base, "run", profile, "--json"],
+        }[command] + list(extra)
+
+    def call(self, argv: list[str], fault: str | None = None, timeout_s: float = 600.0) -> tuple[int, str]:
+        env = dict(self.env)
+        if fault:
+            env["LABCTL_FAULT"] = fault
+        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout_s, preexec_fn=_default_sigint)
+        return done.returncode, done.stderr
+
+
+def _default_sigint() -> None:
+    """In the child: SIGINT as a terminal delivers it (a harness started in the background by a shell
+    inherits it ignored, and so would labctl)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+def _processes_of(lab: Lab) -> list[str]:
+    prefix = f"labctl-{lab.name}"
+    found = []
+    for proc in psutil.process_iter(["cmdline", "name"]):
+        cmdline = proc.info.get("cmdline") or []
+        text = " ".join(cmdline)
+        mine = str(lab.work) in text or str(lab.shared) in text or prefix in text
+        if proc.pid != os.getpid() and mine and "pytest" not in text:
+            found.append(f"process {proc.pid} {proc.info.get('name')}")
+    return found
+
+
+def leaks(lab: Lab) -> list[str]:
+    """Everything of the lab still there (after the next labctl acted)."""
+    found = _processes_of(lab)
+    for directory in (lab.shared / "run", lab.work / "state"):
+        if directory.exists():
+            found += [f"file {p}" for p in directory.rglob("*")]
+    if (lab.shared / "log").exists():
+        found += [f"temporary file {p}" for p in (lab.shared / "log").rglob("*.tmp")]
+    mounts = Path("/proc/mounts").read_text()
+    found += [f"mount {line.split()[1]}" for line in mounts.splitlines()
+              if str(lab.work) in line or str(lab.shared) in line]
+    runtime = Path("/var/run/dpdk")
+    if runtime.exists():
+        found += [f"DPDK runtime dir {p}" for p in runtime.glob(f"labctl-{lab.name}*")]
+    if lab.case.command in LIBVIRT:
+        found += _libvirt_leaks(lab)
+    return found
+
+
+def _libvirt_leaks(lab: Lab) -> list[str]:
+    from labctl.lab.libvirt import hypervisor
+    from labctl.lab.plan import tap_name
+
+    found = []
+    if hypervisor.lookup(URI, f"labctl-{lab.name}") is not None:
+        found.append(f"domain labctl-{lab.name}")
+    found += [f"tap {tap_name(lab.name, i)}" for i in range(4) if Path(f"/sys/class/net/{tap_name(lab.name, i)}").exists()]
+    return found
+
+
+def store_state(db: Path) -> dict:
+    """What the store holds: finished trials by id and seq, and whether every trial is whole."""
+    if not db.exists():
+        return {"ok": True, "done": {}, "runs": []}
+    conn = sqlite3.connect(db)
+    try:
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        trials = conn.execute("SELECT id, run_id, seq, status, metrics_json FROM trials").fetchall()
+        metric_rows = dict(conn.execute("SELECT trial_id, COUNT(*) FROM metrics GROUP BY trial_id").fetchall())
+        runs = conn.execute("SELECT id, status, json_array_length(plan_json) FROM runs").fetchall()
+    except sqlite3.Error as exc:
+        return {"ok": False, "error": str(exc), "done": {}, "runs": []}
+    finally:
+        conn.close()
+    from labctl.results.codecs import metric_items
+    from labctl.results.record import Metrics
+
+    whole = True
+    for trial_id, _run, _seq, _status, metrics_json in trials:
+        expected = len(metric_items(Metrics.model_validate(json.loads(metrics_json))))
+        whole &= metric_rows.get(trial_id, 0) == expected
+    done = {t[0]: (t[1], t[2]) for t in trials if t[3] in ("ok", "failed")}
+    return {"ok": integrity == "ok" and whole, "done": done, "runs": runs}
+
+
+def _stored_steps(stderr: str) -> int:
+    return len(re.findall(r"^\[\d+/\d+\] ", stderr, flags=re.M))
+
+
+def run_case(case: Case, work: Path, index: int) -> Outcome:
+    outcome = Outcome(case.key)
+    reason = applicable(case)
+    if reason is not None:
+        outcome.applicable, outcome.detail = False, reason
+        return outcome
+    t0 = time.monotonic()
+    lab = Lab(work, case, index)
+    try:
+        if case.command == "down":
+            code, err = lab.call(lab.argv("up"))
+            if code != 0:
+                outcome.detail = f"up before down failed ({code}): {err.strip()[-200:]}"
+                return outcome
+        command = "down" if case.command == "down" else case.command
+        code, err = lab.call(lab.argv(command), _fault(case, lab.name))
+        outcome.injected = "labctl-fault:" in err
+        tail = [line for line in err.strip().splitlines() if not line.startswith(("labctl-fault:", "["))]
+        clean_exit = code == EXIT[case.signal] and "Traceback" not in err and "internal error" not in err
+        outcome.detail = f"exit {code}" + (f": {tail[-1][:160]}" if tail else "")
+        before = store_state(lab.db)
+        if case.command == "sweep":
+            code2, err2 = lab.call(lab.argv("resume"))
+        else:
+            code2, err2 = lab.call(lab.argv("down"))
+        recovered = code2 == 0
+        if not recovered:
+            outcome.detail += f"; next labctl exit {code2}: {err2.strip()[-200:]}"
+        after = store_state(lab.db)
+        outcome.leaks = leaks(lab)
+        if not after["ok"]:
+            outcome.leaks.append(f"store: {after.get('error', 'a trial is not whole or integrity_check failed')}")
+        lost = len(set(before["done"]) - set(after["done"]))  # stored before the fault, gone after
+        if case.command == "sweep":
+            seqs = [seq for (_run, seq) in after["done"].values()]
+            planned = after["runs"][0][2] if after["runs"] else 0
+            lost += planned - len(set(seqs))  # plan entries without a finished trial after --resume
+            if len(seqs) != len(set(seqs)):
+                outcome.leaks.append(f"store: {len(seqs) - len(set(seqs))} plan entries stored twice")
+        elif case.command == "tune":
+            lost += max(0, _stored_steps(err) - len(before["done"]))
+        outcome.lost = lost
+        outcome.survived = outcome.injected and clean_exit and recovered
+    except subprocess.TimeoutExpired as exc:
+        outcome.detail = f"timed out: {exc}"
+    finally:
+        outcome.seconds = round(time.monotonic() - t0, 1)
+        _clean(lab)
+    return outcome
+
+
+def _clean(lab: Lab) -> None:
+    """Whatever a failed case left, removed (the next case must start clean); only this lab's."""
+    if leaks(lab):
+        lab.call(lab.argv("down"))
+    if lab.shared != lab.work:
+        import shutil
+
+        shutil.rmtree(lab.shared, ignore_errors=True)
+
+
+def table(outcomes: list[Outcome]) -> dict:
+    ran = [o for o in outcomes if o.applicable]
+    return {
+        "faults_injected": sum(o.injected for o in ran),
+        "survived": sum(o.survived for o in ran),
+        "leaks": sum(len(o.leaks) for o in ran),
+        "trials_lost": sum(o.lost for o in ran),
+        "cases": len(ran),
+        "not_applicable": {o.case: o.detail for o in outcomes if not o.applicable},
+        "rows": [asdict(o) for o in ran],
+    }

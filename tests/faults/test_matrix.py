@@ -1,0 +1,45 @@
+"""The fault matrix, reduced for CI: SIGINT, SIGTERM and kill -9 at each phase of run and sweep, a few of
+tune and ndr, and one of a libvirt guest's ``up``. ``python benchmarks/faults.py`` runs every case.
+
+After each fault the next labctl (``sweep --resume``, or ``labctl down``) leaves nothing of the lab,
+the store is whole, and a resumed sweep has exactly its plan (see tests/faults/harness.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import Case, applicable, run_case
+
+needs_dpdk = pytest.mark.skipif(shutil.which("dpdk-testpmd") is None, reason="dpdk-testpmd not installed")
+pytestmark = [pytest.mark.integration, pytest.mark.faults, needs_dpdk]
+
+REDUCED = [Case(c, s, p) for c, s, p in [
+    ("run", "INT", "setup"), ("run", "TERM", "warm-up"), ("run", "KILL", "measure"), ("run", "KILL", "teardown"),
+    ("sweep", "KILL", "setup"), ("sweep", "TERM", "measure"), ("sweep", "INT", "teardown"),
+    ("sweep", "KILL", "commit"), ("sweep", "TERM", "commit"),
+    ("tune", "KILL", "measure"), ("ndr", "TERM", "measure"), ("ndr", "KILL", "commit"),
+]]
+GUEST = [Case("up", "KILL", "setup")]
+
+
+def _check(case: Case, tmp_path: Path) -> None:
+    assert applicable(case) is None
+    outcome = run_case(case, tmp_path, 0)
+    assert outcome.injected, outcome.detail
+    assert outcome.survived, outcome.detail
+    assert outcome.leaks == []
+    assert outcome.lost == 0
+
+
+@pytest.mark.parametrize("case", REDUCED, ids=lambda c: c.key)
+def test_fault(case, tmp_path):
+    _check(case, tmp_path)
+
+
+@pytest.mark.skipif(not Path("/run/libvirt/libvirt-sock").exists(), reason="libvirtd is not running")
+@pytest.mark.parametrize("case", GUEST, ids=lambda c: c.key)
+def test_guest_fault(case, tmp_path):
+    _check(case, tmp_path)
