@@ -175,8 +175,3 @@ def measured_window(pids: dict[str, int], warmup_s: float, duration_s: float, sn
     return before, after, monitor.stop()
 
 
-def process_started(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None

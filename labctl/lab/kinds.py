@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from labctl.lab.ledger import Resource, ResourceKind, resource_kind
-from labctl.owner import process_alive
+from labctl.owner import process_alive, process_started
 
 __all__ = ["process_alive", "stop_process", "dpdk_processes"]
 
@@ -67,7 +67,7 @@ class DpdkKind(ResourceKind):
     def remove(self, resource: Resource) -> None:
         for proc in dpdk_processes(resource.ident):
             with contextlib.suppress(psutil.Error):
-                stop_process(proc.pid, proc.create_time())
+                stop_process(proc.pid, process_started(proc.pid))
 
     def verify(self, resource: Resource) -> bool:
         return bool(dpdk_processes(resource.ident))
@@ -102,7 +102,7 @@ class TaggedKind(ResourceKind):
     def remove(self, resource: Resource) -> None:
         for proc in tagged_processes(resource.ident, resource.data.get("names", ())):
             with contextlib.suppress(psutil.Error):
-                stop_process(proc.pid, proc.create_time(), timeout_s=5.0)
+                stop_process(proc.pid, process_started(proc.pid), timeout_s=5.0)
 
     def verify(self, resource: Resource) -> bool:
         return bool(tagged_processes(resource.ident, resource.data.get("names", ())))

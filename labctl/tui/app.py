@@ -116,6 +116,10 @@ class LabctlApp(App[int]):
             signals.install(on_terminate=self._on_sigterm)
 
     def on_unmount(self) -> None:
+        # however the app ends, no measuring work outlives it: a worker thread still in a trial tears
+        # it down at its next checkpoint (and the loop's executor, which waits for it, can close)
+        for scope in list(self.scopes):
+            scope.cancel()
         if self._handle_signals and self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
 

@@ -41,7 +41,8 @@ from typing import Any, Callable
 
 from labctl import platform, signals
 from labctl.errors import WorkloadError
-from labctl.host.monitor import measured_window, process_started
+from labctl.host.monitor import measured_window
+from labctl.owner import process_started
 from labctl.host.threads import qemu_thread_kind
 from labctl.lab.kinds import TAG_VARIABLE, stop_process
 from labctl.lab.plan import LabPlan, TcpPlan

@@ -84,7 +84,7 @@ def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], time
 
 def start_recorded(state: "LabState", proc: Testpmd, daemon: bool = False) -> int:
     """Record the DPDK runtime dir, start the process, record its pid with its start time."""
-    from labctl.host.monitor import process_started
+    from labctl.owner import process_started
     from labctl.dpdk.telemetry import RUNTIME_ROOT
 
     state.record("dpdk", proc.eal.file_prefix)

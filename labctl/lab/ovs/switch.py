@@ -26,7 +26,7 @@ from labctl import signals
 from labctl.dpdk.telemetry import RUNTIME_ROOT
 from labctl.errors import KnobError, PlanError, WorkloadError
 from labctl.host.cpuset import online_cpus, parse_cpuset
-from labctl.host.monitor import process_started
+from labctl.owner import process_started
 from labctl.host.sockets import unix_listening
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState

@@ -101,6 +101,8 @@ class ResultsScreen(LabScreen):
         self.shown_run = run
         self.table = model.config_table(reports)
         self.redraw_configs()
+        if self.focused is None:  # the configurations are what the keys (1, 2, o, arrows) act on
+            self.set_focus(self.query_one("#configs", DataTable))
         self.show_compare()
 
     # -- the configurations --------------------------------------------------------------------------

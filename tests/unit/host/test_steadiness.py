@@ -79,7 +79,14 @@ def test_real_probe_samples_every_cpu_and_leaves_no_worker():
 
 
 def _workers_left() -> list:
-    return [p for p in psutil.Process().children(recursive=True) if "labctl.host.steadiness" in " ".join(p.cmdline())]
+    left = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "labctl.host.steadiness" in " ".join(proc.cmdline()):
+                left.append(proc)
+        except psutil.Error:  # gone, or a zombie another test left unreaped (no command line, no CPU)
+            pass
+    return left
 
 
 def test_a_failing_worker_is_named_and_the_others_are_stopped(monkeypatch):

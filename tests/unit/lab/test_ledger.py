@@ -25,8 +25,8 @@ with locked("crash") as state:
     state.record("path", {str(marker)!r})
     Path({str(marker)!r}).write_text("x")
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    import psutil
-    state.record("process", str(sleeper.pid), started=psutil.Process(sleeper.pid).create_time())
+    from labctl.owner import process_started
+    state.record("process", str(sleeper.pid), started=process_started(sleeper.pid))
     print("ready", flush=True)
     time.sleep(600)
 """], stdout=subprocess.PIPE, text=True, env={**os.environ})
