@@ -52,7 +52,8 @@ def test_trial_record(no_leftovers, hugepages, queues):
         assert len(shares) == queues and sum(shares) == pytest.approx(1.0)
         counts = record.details["per_queue"][f"guest.port{port}"]["q_ipackets"][:queues]
         assert all(c > 0 for c in counts) and sum(counts) == record.details["per_queue"][f"guest.port{port}"]["rx"]
-    assert any(k.startswith("guest/") for k in m.cpu) and any(k.startswith("vswitch/") for k in m.cpu)
+    # the host side is labgen (the default generator): its threads are the generator's
+    assert any(k.startswith("guest/") for k in m.cpu) and any(k.startswith("generator/") for k in m.cpu)
     assert m.cycles_per_packet and m.cycles_per_packet > 0
     assert record.details["monitor_cost_pct"] > 0  # measured; benchmarks/fidelity.py reports the figure
 
@@ -126,15 +127,18 @@ def test_run_cli_json(no_leftovers, cli):
     assert data["config"]["workload.duration_s"] == 1
 
 
-def test_run_refuses_libvirt_profile(cli):
-    code, _, err = cli("run", str(DOMAINS / "tap-kernel.yaml"))
-    assert code == 2 and "embedded" in err
+def test_run_refuses_an_unknown_backend_in_one_line(cli, no_leftovers, tmp_path):
+    profile = tmp_path / "xen.yaml"
+    profile.write_text((DOMAINS / "quick.yaml").read_text().replace("backend: embedded", "backend: xen", 1))
+    code, _, err = cli("run", str(profile))
+    assert code == 2
+    assert err.strip() == f"{profile}: line 4: backend: 'xen' is not allowed (allowed: 'libvirt' or 'embedded')"
 
 
-@pytest.mark.parametrize("role", ["vswitch", "guest"])
-def test_a_testpmd_that_dies_at_start_fails_the_trial_and_leaves_nothing(no_leftovers, monkeypatch, role):
-    """The guest listens and the vswitch connects: when either one dies at start, the other may be
-    left waiting (the guest in accept(), the vswitch for a socket); the trial still ends, names the
+@pytest.mark.parametrize("role", ["generator", "guest"])
+def test_a_process_that_dies_at_start_fails_the_trial_and_leaves_nothing(no_leftovers, monkeypatch, role):
+    """The guest listens and the host side (labgen) connects: when either one dies at start, the other
+    may be left waiting (the guest in accept(), labgen for a socket); the trial still ends, names the
     process that died, and removes everything."""
     import labctl.measure.trial as trial_module
     from labctl.dpdk.testpmd import EalOptions
@@ -143,10 +147,10 @@ def test_a_testpmd_that_dies_at_start_fails_the_trial_and_leaves_nothing(no_left
 
     def broken(self):
         argv = original(self)
-        return argv + ["--no-such-eal-option"] if self.file_prefix.endswith("-vs" if role == "vswitch" else "-guest") \
+        return argv + ["--no-such-eal-option"] if self.file_prefix.endswith("-gen" if role == "generator" else "-guest") \
             else argv
 
     monkeypatch.setattr(EalOptions, "argv", broken)
     record = trial_module.run_trial(load_profile(DOMAINS / "quick.yaml", SHORT, cpus=None))
     assert record.status == "failed" and record.metrics.mpps is None  # nothing measured, nothing recorded as 0
-    assert f"{role} testpmd exited" in record.error, record.error
+    assert f"{role} {'labgen' if role == 'generator' else 'testpmd'} exited" in record.error, record.error
