@@ -12,10 +12,13 @@ end of an embedded trial; a guest's power-off), so no other trial measures on th
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
-from labctl.errors import StateError
+from labctl import paths
+from labctl.errors import StateError, UserError
 from labctl.events import OnEvent, notify
 from labctl.lab.embedded.lab import EmbeddedLab
 from labctl.lab.hostlock import CpuClaim, plan_cpus
@@ -41,13 +44,38 @@ def embedded_lab(plan: LabPlan, state: LabState, warnings: list[str]) -> Any:
     return EmbeddedLab(plan, state, warnings)
 
 
+UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL (unix(7))
+
+
+def unix_sockets(plan: LabPlan) -> list[Path]:
+    """The unix sockets a lab of this plan binds or connects to under labctl's run directory."""
+    sockets = [nic.socket for nic in (*plan.nics, *plan.peer_nics) if nic.socket is not None]
+    if plan.vswitch.kind == "ovs-dpdk":
+        from labctl.lab.ovs.commands import OvsPaths
+
+        ovs = OvsPaths.of(plan.dirs.run.parent, plan.name, plan.dirs.log)
+        sockets += [ovs.db_socket, ovs.ctl("ovsdb-server"), ovs.ctl("ovs-vswitchd")]
+    return sockets
+
+
+def check_socket_paths(plan: LabPlan) -> None:
+    """A socket path over the kernel's limit cannot be bound or reached: refused before anything starts
+    (DPDK and QEMU would fail later, one of them only by waiting for a peer that never connects)."""
+    for path in unix_sockets(plan):
+        if len(os.fsencode(path)) > UNIX_PATH_MAX:
+            raise UserError(f"LABCTL_RUN_DIR: {paths.run_dir()} is too long for the lab's unix sockets ({path} is "
+                            f"{len(os.fsencode(path))} bytes; allowed: at most {UNIX_PATH_MAX}): set LABCTL_RUN_DIR "
+                            "to a shorter directory")
+
+
 def check_measurable(profile: Profile) -> None:
     """Refuse, before anything is created, a profile whose trials cannot run here (UserError)."""
+    plan = derive(profile)
+    check_socket_paths(plan)
     if profile.backend == "libvirt":
         from labctl.lab.libvirt.guest import check_measurable as check_guest
         from labctl.lab.libvirt.kernel import check_kernel_measurable
 
-        plan = derive(profile)
         (check_guest if plan.tcp is None else check_kernel_measurable)(plan, profile.libvirt_uri)
 
 

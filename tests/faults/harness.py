@@ -45,7 +45,7 @@ PLACEHOLDER = ("ovs",)  # OVS-DPDK labs: being wired in by another engineer; see
 PLACEHOLDER_REASON = "OVS-DPDK is a library (labctl/lab/ovs/), not a lab backend yet: add its cases here"
 EXIT = {"INT": 130, "TERM": 143, "KILL": -9}
 URI = "qemu:///system"
-QEMU_REACHABLE = Path("/run/labctl-faults")  # run and log dirs of libvirt cases (0755 parents)
+QEMU_REACHABLE = Path("/run/labctl-faults")  # every case's run and log dirs (0755 parents, short paths)
 
 def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hugepages: bool = False,
                      generator: str = "labgen") -> str:
@@ -136,12 +136,12 @@ class Lab:
         self.work = work / self.name
         self.work.mkdir(parents=True, exist_ok=True)
         self.db = self.work / "store.db"
-        self.shared = self.work
-        if case.command in LIBVIRT:  # QEMU (libvirt-qemu) must reach the sockets: not under a 0700 tmp dir
-            self.shared = QEMU_REACHABLE / self.name
-            self.shared.mkdir(parents=True, exist_ok=True)
-            for directory in (QEMU_REACHABLE, self.shared):
-                directory.chmod(0o755)
+        # run and log dirs under a short path: unix socket paths have 107 bytes (a pytest tmp dir is
+        # longer than that allows), and QEMU (libvirt-qemu) must reach them: not under a 0700 tmp dir
+        self.shared = QEMU_REACHABLE / self.name
+        self.shared.mkdir(parents=True, exist_ok=True)
+        for directory in (QEMU_REACHABLE, self.shared):
+            directory.chmod(0o755)
         self.env = {**os.environ, "LABCTL_STATE_DIR": str(self.work / "state"),
                     "LABCTL_RUN_DIR": str(self.shared / "run"), "LABCTL_LOG_DIR": str(self.shared / "log"),
                     "PYTHONPATH": str(ROOT)}
@@ -310,10 +310,9 @@ def _clean(lab: Lab) -> None:
     """Whatever a failed case left, removed (the next case must start clean); only this lab's."""
     if leaks(lab):
         lab.call(lab.argv("down"))
-    if lab.shared != lab.work:
-        import shutil
+    import shutil
 
-        shutil.rmtree(lab.shared, ignore_errors=True)
+    shutil.rmtree(lab.shared, ignore_errors=True)
 
 
 def table(outcomes: list[Outcome]) -> dict:

@@ -65,6 +65,11 @@ class OvsPaths:
     root: Path
     log_dir: Path
 
+    @classmethod
+    def of(cls, run_root: Path, name: str, log_dir: Path) -> "OvsPaths":
+        """The instance of lab ``name``: its own directory beside the lab's run directory."""
+        return cls(run_root / f"ovs-{name}", log_dir)
+
     @property
     def db(self) -> Path:
         return self.root / "conf.db"

@@ -98,7 +98,7 @@ class OvsSwitch:
             if cpus is not None and not cpus <= online:
                 raise PlanError(f"OVS {what} CPUs {sorted(cpus)} are not all online (online: {sorted(online)})")
         self.state = state
-        self.config = cmd.OvsConfig(name=name, paths=cmd.OvsPaths(run_dir / f"ovs-{name}", log_dir),
+        self.config = cmd.OvsConfig(name=name, paths=cmd.OvsPaths.of(run_dir, name, log_dir),
                                     hugepages_dir=hugepages_mount, pmd_cpus=pmd_cpus,
                                     lcore_cpus=lcore_cpus or default_lcores(pmd_cpus), socket_mem_mb=socket_mem_mb)
         self.ports: dict[str, int] = {}  # port -> rx queues its guest side was given
