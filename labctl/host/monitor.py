@@ -1,4 +1,4 @@
-"""Per-thread CPU of the workload (testpmd, QEMU) from /proc via psutil: CPU %, affinity, context switches.
+"""Per-thread CPU of the workload (testpmd, QEMU) from /proc: CPU %, affinity, context switches.
 
 Sampling reads only the monitored processes' threads, once a second by default, so it costs far
 less than 1% of a core; ``cost_pct`` reports what it really cost.
@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import psutil
 
 from labctl import signals
 

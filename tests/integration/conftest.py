@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import psutil
@@ -159,3 +160,15 @@ def ovs_daemons(lab: str) -> list:
         if ("ovsdb-server" in cmdline or "ovs-vswitchd" in cmdline) and f"ovs-{lab}" in cmdline:
             found.append(proc)
     return found
+
+
+def stored_trials(db) -> list[tuple[int, str]]:
+    """(seq, status) of every trial in the store at ``db``, in the order stored; [] before its tables exist
+    (a sweep watched from outside has created the file but not yet its tables)."""
+    if not Path(db).exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT seq, status FROM trials ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return []

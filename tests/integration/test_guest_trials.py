@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ from labctl import api
 from labctl.lab.ledger import load_state
 from labctl.results.store import Store
 from tests.conftest import ROOT
-from tests.integration.conftest import dpdk_processes_of, needs_dpdk, needs_libvirtd, needs_ovs, ovs_daemons, run_until_measuring
+from tests.integration.conftest import (dpdk_processes_of, needs_dpdk, needs_libvirtd, needs_ovs, ovs_daemons,
+                                        run_until_measuring, stored_trials)
 
 pytestmark = [needs_dpdk, needs_libvirtd]
 
@@ -151,14 +151,6 @@ def test_guest_behind_ovs_dpdk(clean_lab, write_profile):
     assert ovs_daemons("it-govs") == [] and not load_state("it-govs").resources
 
 
-def _stored(db) -> list[tuple[int, str]]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT seq, status FROM trials ORDER BY id").fetchall()
-    except sqlite3.OperationalError:
-        return []
 
 
 def test_kill_9_mid_sweep_then_resume(clean_lab, write_profile, tmp_path):
@@ -168,19 +160,19 @@ def test_kill_9_mid_sweep_then_resume(clean_lab, write_profile, tmp_path):
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
     try:
         deadline = time.time() + 400
-        while time.time() < deadline and len(_stored(db)) < 1:
+        while time.time() < deadline and len(stored_trials(db)) < 1:
             time.sleep(0.2)
-        assert len(_stored(db)) == 1, "the first trial did not finish"
+        assert len(stored_trials(db)) == 1, "the first trial did not finish"
         time.sleep(3)  # into the second trial: the guest is up, its forwarder running
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert [seq for seq, _ in _stored(db)] == [0]
+    assert [seq for seq, _ in stored_trials(db)] == [0]
     assert load_state("it-gkill").resources, "the killed sweep left its resources in the ledger"
     resumed = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600,
                              env=os.environ)
     assert resumed.returncode == 0, resumed.stderr
-    rows = _stored(db)
+    rows = stored_trials(db)
     assert sorted(seq for seq, _ in rows) == [0, 1, 2, 3] and all(status == "ok" for _, status in rows)
     assert not load_state("it-gkill").resources and dpdk_processes_of("labctl-it-gkill") == []
 

@@ -11,12 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from labctl import api
 from labctl.lab.ledger import load_state
-from labctl.lab.ovs import commands as ovs_cmd
 from tests.conftest import DOMAINS, ROOT
 from tests.integration.conftest import needs_dpdk, needs_ovs, ovs_daemons
 

@@ -11,20 +11,12 @@ import time
 
 from labctl.lab.ledger import load_state
 from tests.conftest import DOMAINS, ROOT
-from tests.integration.conftest import labctl_processes, needs_dpdk
+from tests.integration.conftest import labctl_processes, needs_dpdk, stored_trials
 
 pytestmark = needs_dpdk
 FAST = ["--set", "workload.duration_s=1", "--set", "workload.warmup_s=0"]
 
 
-def stored(db) -> list[tuple[int, str]]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT seq, status FROM trials ORDER BY id").fetchall()
-    except sqlite3.OperationalError:
-        return []  # the sweep has created the file but not yet its tables
 
 
 def test_kill_9_during_trial_5_then_resume(tmp_path, no_leftovers):
@@ -34,20 +26,20 @@ def test_kill_9_during_trial_5_then_resume(tmp_path, no_leftovers):
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 180
-        while time.time() < deadline and len(stored(db)) < 4:
+        while time.time() < deadline and len(stored_trials(db)) < 4:
             time.sleep(0.1)
-        assert len(stored(db)) == 4
+        assert len(stored_trials(db)) == 4
         while time.time() < deadline and len(labctl_processes()) < 2:  # trial 5 is running
             time.sleep(0.05)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert [seq for seq, _ in stored(db)] == [0, 1, 2, 3]
+    assert [seq for seq, _ in stored_trials(db)] == [0, 1, 2, 3]
     assert load_state("quick").resources, "the killed sweep left its resources in the state file"
 
     resumed = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    rows = stored(db)
+    rows = stored_trials(db)
     assert sorted(seq for seq, _ in rows) == list(range(12))  # exactly the missing ones, none twice
     assert [seq for seq, _ in rows[4:]] == list(range(4, 12))
     assert all(status == "ok" for _, status in rows)

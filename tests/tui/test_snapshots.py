@@ -3,7 +3,6 @@ of this host (``pytest --snapshot-update tests/tui`` rewrites them after a delib
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import pytest

@@ -27,10 +27,10 @@ from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.embedded.lab import EmbeddedLab
 from labctl.lab.embedded.vswitch import start_recorded
 from labctl.lab.hugepages import reserve
-from labctl.lab.ovs.switch import OvsSwitch
+from labctl.lab.ovs.switch import OvsSwitch, OvsWindow
 
 
-class OvsEmbeddedLab(EmbeddedLab):
+class OvsEmbeddedLab(OvsWindow, EmbeddedLab):
     """The embedded lab of ``plan`` with OVS-DPDK as its vswitch (``vswitch.kind: ovs-dpdk``)."""
 
     host_kind = "ovs"
@@ -107,15 +107,6 @@ class OvsEmbeddedLab(EmbeddedLab):
                              txq=plan.generator.queues, burst=vs.burst, total_mbufs=vs.mbufs,
                              extra=[f"--txpkts={vs.packet_size}", f"--flowgen-flows={vs.flows}"])
         return Testpmd("vswitch", eal, app, plan.dirs.log / "flowgen.log")
-
-    def window_started(self) -> None:
-        assert self.switch is not None
-        self.switch.clear_stats()
-
-    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
-        """(details, scalar metrics) of the window: OVS's per-PMD and per-port statistics."""
-        assert self.switch is not None
-        return self.switch.window()
 
     @property
     def pollers(self) -> int:

@@ -32,6 +32,7 @@ from labctl.lab.ledger import LabState
 from labctl.lab.plan import LabPlan, NicPlan
 from labctl.results.record import Metrics
 from labctl.workload.forward import queue_details
+from labctl.lab.ovs.switch import OvsWindow
 
 LINK_TIMEOUT_S = 30.0
 
@@ -86,7 +87,7 @@ def vm2vm_metrics(a0: dict[int, FwdStats], a1: dict[int, FwdStats], b0: dict[int
     return metrics, details
 
 
-class Vm2vmLab:
+class Vm2vmLab(OvsWindow):
     """Two embedded guests of ``plan`` (A: ``plan.nics``, B: ``plan.peer_nics``) and the vswitch between."""
 
     host_kind = "vhost-user"
@@ -193,12 +194,6 @@ class Vm2vmLab:
         return vm2vm_metrics(before["a"], after["a"], before["b"], after["b"], after["t"] - before["t"],
                              self.plan.packet_size, dropped, (before["b_ports"], after["b_ports"]))
 
-    def window_started(self) -> None:
-        if self.switch is not None:
-            self.switch.clear_stats()
-
-    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
-        return self.switch.window() if self.switch is not None else ({}, {})
 
     def stop_forwarding(self) -> None:
         t0 = time.monotonic()

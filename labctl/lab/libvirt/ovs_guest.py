@@ -25,7 +25,7 @@ from labctl.errors import WorkloadError
 from labctl.safefs import qemu_gid, remove_stale
 from labctl.lab.hugepages import reserve
 from labctl.lab.libvirt.guest import GuestLab
-from labctl.lab.ovs.switch import OvsSwitch
+from labctl.lab.ovs.switch import OvsSwitch, OvsWindow
 
 LINK_TIMEOUT_S = 300.0  # TCG guests bring their ports up slowly
 
@@ -39,7 +39,7 @@ def _open_to_qemu(directory) -> None:
     os.chmod(directory, 0o770)  # make_dirs refused a symlink there; chmod cannot skip one on Linux
 
 
-class OvsGuestLab(GuestLab):
+class OvsGuestLab(OvsWindow, GuestLab):
     """One libvirt guest of ``plan`` with OVS-DPDK and labgen as its host side."""
 
     own_host_side = False  # OVS and labgen are started here, not by GuestLab._boot_domain
@@ -101,14 +101,6 @@ class OvsGuestLab(GuestLab):
         super().start(plan)
         assert self.switch is not None
         self.switch.wait_connected(timeout_s=LINK_TIMEOUT_S)
-
-    def window_started(self) -> None:
-        assert self.switch is not None
-        self.switch.clear_stats()
-
-    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
-        assert self.switch is not None
-        return self.switch.window()
 
     @property
     def pollers(self) -> int:

@@ -359,3 +359,18 @@ class OvsSwitch:
         counters = self._live_counters()
         base = self._baseline or {}
         return {p: stats.counter_delta(c, base.get(p)) for p, c in counters.items()}
+
+
+class OvsWindow:
+    """A lab's measurement window when its vswitch may be labctl's OVS (``self.switch``; None when the
+    lab has none): OVS's counters cleared as the window opens, its statistics read as it closes."""
+
+    switch: OvsSwitch | None
+
+    def window_started(self) -> None:
+        if self.switch is not None:
+            self.switch.clear_stats()
+
+    def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
+        """(details, scalar metrics) of the window: OVS's per-PMD and per-port statistics."""
+        return self.switch.window() if self.switch is not None else ({}, {})
