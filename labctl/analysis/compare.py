@@ -50,6 +50,14 @@ What changed between the runs' environments (every :class:`~labctl.results.recor
 QEMU, libvirt, DPDK, kernel, CPU model, accelerator, pins, ...) is listed with the verdicts
 (:func:`env_changes`): those are what a CI job upgrades, and what a regression is to be read against.
 
+Which trials: every status is read (failed trials are counted in the notes), but the single
+measurements of an NDR/PDR search (``details.role`` search or latency, at loads the search picked) are
+left out: the search's record stands for them, and ``--metric ndr`` / ``pdr`` (``ndr_mpps`` /
+``pdr_mpps``) compares those records. Pooling the measurements would give a median of whatever loads
+the search tried. Trials that ran while processes that are not labctl's were busy on their CPUs
+(``details.busy_strangers``, :mod:`labctl.lab.busy`) are noted per side: such a "regression" may be
+the neighbour's, not the software's; the verdict stands, the note says what to read it against.
+
 Everything here is pure: records in, a :class:`Comparison` out (the bootstrap is seeded).
 """
 
@@ -480,17 +488,22 @@ def _busy_side_note(name: str, records: Sequence[TrialRecord]) -> str | None:
     return f"{name}: busy strangers in {len(busy)}/{len(ok)} trials" if busy else None
 
 
-def _busy_note(records: Sequence[TrialRecord]) -> str | None:
-    """A note when trials ran with other processes busy on their CPUs: their figures may be theirs too."""
-    busy = [r for r in records if _strangers(r)]
-    if not busy:
+def _busy_note(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str | None:
+    """A note when successful trials ran with other processes busy on their CPUs (their figures may be
+    theirs too), naming the side and the processes."""
+    parts, names = [], []
+    for side, records in (("baseline", baseline), ("candidate", candidate)):
+        ok = [r for r in records if r.status == "ok"]
+        busy = [r for r in ok if _strangers(r)]
+        if busy:
+            parts.append(f"{len(busy)} of the {side}'s {len(ok)}")
+            names += [n for r in busy for n in _strangers(r)]
+    if not parts:
         return None
-    names = list(dict.fromkeys(n for r in busy for n in _strangers(r)))
+    names = list(dict.fromkeys(names))
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    runs = sorted({r.run_id for r in busy if r.run_id is not None})
-    where = f" (run{'s' * (len(runs) > 1)} {', '.join(map(str, runs))})" if runs else ""
-    return (f"{len(busy)} of {len(records)} trials{where} ran with processes that are not labctl's busy on their "
-            f"CPUs ({shown}): a change may be theirs, not the software's")
+    return (f"{' and '.join(parts)} trials ran with processes that are not labctl's busy on their CPUs "
+            f"({shown}): a change may be theirs, not the software's")
 
 
 def _by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
@@ -568,7 +581,7 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
     unsteady = sum(unsteady_warning(r.warnings) is not None for r in ok)
     if unsteady:
         notes.append(f"{unsteady} of {len(ok)} trials ran on a host measured unsteady before their sweep")
-    busy = _busy_note(ok)
+    busy = _busy_note(baseline, candidate)
     if busy:
         notes.append(busy)
     return Comparison(metric, threshold_pct, lower_is_better(metric), confidence, baseline_run or {"id": b_id},
