@@ -122,7 +122,7 @@ def build_trend(records: Sequence[TrialRecord], profile: str, metric: str = "mpp
                 pending.append((row, first, vals))
             previous = trials
             rows.append(row)
-        series.append(TrendSeries(short_label(values.items(), " ") or profile, values,
+        series.append(TrendSeries(short_label(values.items(), " ") or short_label(selection.items(), " ") or profile, values,
                                   dict(zip(ENV_DIMENSIONS, env)), rows))
     confidence = family_confidence(len(pending))
     for row, first, vals in pending:
