@@ -529,19 +529,34 @@ def _run_and_trials(db: str | Path, run: int | None, option: str) -> tuple[dict[
     return {**{k: info[k] for k in keys}, "db": str(db)}, records
 
 
-def compare(db: str | Path = DEFAULT_DB, baseline: int | None = None, candidate: int | None = None,
-            metric: str = "mpps", threshold_pct: float | None = None, junit: str | Path | None = None,
+def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: int | str | None = None,
+            metric: str = "mpps", threshold_pct: float | str | None = None, junit: str | Path | None = None,
             baseline_db: str | Path | None = None):
     """A candidate run against a baseline run, configuration by configuration: the change of ``metric``
     with its interval and a verdict (regression, progression, no change, cannot tell with the reason),
     the environment changes between the runs, and ``exit_code`` 1 when any configuration regressed
     (:mod:`labctl.analysis.compare` holds the rules). ``candidate``: a run of ``db`` (default: the
     newest); ``baseline``: a run of ``baseline_db`` (default ``db``; its newest run when it is another
-    store, required when it is the same). ``threshold_pct`` defaults to 5. ``junit``: also write a JUnit
-    XML report there. Every argument is checked before any work."""
-    from labctl.analysis.compare import DEFAULT_THRESHOLD_PCT, check_measured, compare_runs
+    store, required when it is the same); run ids and ``threshold_pct`` may be given as text (a face's
+    argument), checked here. ``threshold_pct`` defaults to 5. ``metric``: a scalar metric, or ``ndr`` /
+    ``pdr`` (``ndr_mpps`` / ``pdr_mpps`` of NDR runs). ``junit``: also write a JUnit XML report there.
+    Every argument is checked before any work."""
+    from labctl.analysis.compare import (
+        DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, parse_run_id, parse_threshold,
+    )
     from labctl.analysis.junit import write_junit
+    from labctl.errors import LabError
 
+    def run_ids(path: str | Path) -> str:
+        try:
+            return _ids_text([r["id"] for r in runs(path)])
+        except LabError:
+            return "a run id of the store, a whole number"
+
+    baseline = parse_run_id(baseline, "--baseline", run_ids(db if baseline_db is None else baseline_db)) \
+        if isinstance(baseline, str) else baseline
+    candidate = parse_run_id(candidate, "--candidate", run_ids(db)) if isinstance(candidate, str) else candidate
+    threshold_pct = parse_threshold(threshold_pct)
     threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
     check_threshold(threshold_pct)
     if junit is not None:

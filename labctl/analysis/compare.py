@@ -50,6 +50,14 @@ What changed between the runs' environments (every :class:`~labctl.results.recor
 QEMU, libvirt, DPDK, kernel, CPU model, accelerator, pins, ...) is listed with the verdicts
 (:func:`env_changes`): those are what a CI job upgrades, and what a regression is to be read against.
 
+Which trials: every status is read (failed trials are counted in the notes), but the single
+measurements of an NDR/PDR search (``details.role`` search or latency, at loads the search picked) are
+left out: the search's record stands for them, and ``--metric ndr`` / ``pdr`` (``ndr_mpps`` /
+``pdr_mpps``) compares those records. Pooling the measurements would give a median of whatever loads
+the search tried. Trials that ran while processes that are not labctl's were busy on their CPUs
+(``details.busy_strangers``, :mod:`labctl.lab.busy`) are noted per side: such a "regression" may be
+the neighbour's, not the software's; the verdict stands, the note says what to read it against.
+
 Everything here is pure: records in, a :class:`Comparison` out (the bootstrap is seeded).
 """
 
@@ -74,7 +82,8 @@ __all__ = [
     "DEFAULT_THRESHOLD_PCT", "CONFIDENCE", "VERDICTS", "CAUSES", "NOT_COMPARED", "EnvChange", "Side",
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
-    "render_comparison", "format_time",
+    "render_comparison", "format_time", "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
+    "parse_run_id", "parse_threshold",
 ]
 
 #: A regression must be larger than this (in per cent of the baseline median), with its whole interval.
@@ -103,6 +112,15 @@ NOT_COMPARED = ("window_s",)
 #: Fewest bootstrap resamples in each tail of an interval (below it the interval is the extremes).
 MIN_TAIL_RESAMPLES = 5
 
+#: Short names ``--metric`` takes: an NDR/PDR search's record carries ``ndr_mpps`` and ``pdr_mpps``.
+METRIC_ALIASES = {"ndr": "ndr_mpps", "pdr": "pdr_mpps"}
+
+#: The roles of the single measurements an NDR/PDR search stores (``details.role``, set by
+#: :mod:`labctl.measure.ndr`; ``labctl.api.SEARCH_ROLES`` is the same tuple). Each is one trial at one
+#: offered load picked by the search; the search's own record (role ``ndr``) stands for them, so they are
+#: never pooled into a configuration's median.
+SEARCH_ROLES = ("search", "latency")
+
 ENV_FIELDS: tuple[str, ...] = tuple(Environment.model_fields)
 _DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
 
@@ -117,6 +135,37 @@ def lower_is_better(metric: str) -> bool:
             or name == "cycles_per_packet")
 
 
+def metric_name(metric: str) -> str:
+    """The metric ``metric`` names: ``ndr`` -> ``ndr_mpps``, ``pdr`` -> ``pdr_mpps``, others as they are."""
+    return METRIC_ALIASES.get(metric, metric)
+
+
+def judged_trials(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+    """``records`` without the single measurements of NDR/PDR searches (:data:`SEARCH_ROLES`)."""
+    return [r for r in records if r.details.get("role") not in SEARCH_ROLES]
+
+
+def parse_run_id(value: int | str | None, option: str, allowed: str) -> int | None:
+    """A run id given as text (``--baseline 3``): a whole number, else UserError naming ``allowed``."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    if not text.lstrip("-").isdigit():
+        raise UserError(f"{option} {value}: not a run id (allowed: {allowed})")
+    return int(text)
+
+
+def parse_threshold(value: float | str | None) -> float | None:
+    """``--threshold`` as text or a number: a float, else UserError with the allowed range."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        return None if value is None else float(value)
+    try:
+        return float(str(value).strip().removesuffix("%"))
+    except ValueError:
+        raise UserError(f"--threshold {value}: not a number (allowed: 0 <= PCT < 100, per cent of the baseline "
+                        "median)") from None
+
+
 def metric_value(record: TrialRecord, metric: str) -> float | None:
     """A trial's value of a scalar metric, or None when it has none (or it is not a finite number)."""
     value = getattr(record.metrics, metric, None)
@@ -127,16 +176,21 @@ def metric_value(record: TrialRecord, metric: str) -> float | None:
 
 def measured_metrics(records: Iterable[TrialRecord]) -> list[str]:
     """The scalar metrics that successful trials among ``records`` measured (a value in at least one)."""
-    ok = [r for r in records if r.status == "ok"]
+    ok = [r for r in judged_trials(records) if r.status == "ok"]
     return [m for m in SCALAR_METRICS if m not in NOT_COMPARED and any(metric_value(r, m) is not None for r in ok)]
 
 
 def check_measured(metric: str, groups: Sequence[Sequence[TrialRecord]], where: str) -> None:
-    """UserError unless every group of trials (a run, say) measured ``metric``; the allowed metrics are
-    those measured in all of them. ``where`` names the groups (``runs 1 and 2``)."""
+    """UserError unless every group of trials (a run, say) measured ``metric`` (or the metric an alias of
+    :data:`METRIC_ALIASES` names); the allowed metrics are those measured in all of them, with their
+    aliases. ``where`` names the groups (``runs 1 and 2``)."""
     allowed = [m for m in SCALAR_METRICS if all(m in measured_metrics(group) for group in groups)]
-    if metric not in allowed:
-        raise UserError(f"--metric {metric}: not measured in {where} (allowed: {', '.join(allowed) or 'none'})")
+    shown = ", ".join(allowed + [f"{alias} (= {name})" for alias, name in METRIC_ALIASES.items() if name in allowed])
+    name = metric_name(metric)
+    if name not in SCALAR_METRICS or name in NOT_COMPARED:
+        raise UserError(f"--metric {metric}: not a metric of labctl's trials (allowed in {where}: {shown or 'none'})")
+    if name not in allowed:
+        raise UserError(f"--metric {metric}: not measured in {where} (allowed: {shown or 'none'})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -351,6 +405,10 @@ def _precheck(item: ConfigVerdict, metric: str, b_values: list[float], base: Seq
         item.notes.append("TCG: functional, not representative")
     if any(r.env.shared_cores for r in records):
         item.notes.append("shared cores")
+    for name, side_records in (("baseline", base), ("candidate", cand)):
+        busy = _busy_side_note(name, side_records)
+        if busy:
+            item.notes.append(busy)
     missing = [name for side, name in ((item.baseline, "baseline"), (item.candidate, "candidate")) if side.n == 0]
     problem = _dimension_problem(base, cand)
     if missing:
@@ -410,6 +468,44 @@ class Comparison:
         }
 
 
+def _with_trial_host(run: dict[str, Any] | None, records: Sequence[TrialRecord]) -> dict[str, Any] | None:
+    """``run`` with ``host`` replaced by the host its trials recorded, when they all recorded one."""
+    hosts = {r.env.host for r in records}
+    if run is None or len(hosts) != 1 or None in hosts:
+        return run
+    return {**run, "host": hosts.pop()}
+
+
+def _strangers(record: TrialRecord) -> list[str]:
+    """The busy strangers a trial named (:mod:`labctl.lab.busy`, ``details.busy_strangers``): ``name pid``."""
+    found = record.details.get("busy_strangers") or []
+    return list(dict.fromkeys(f"{s.get('name')} {s.get('pid')}" for s in found if isinstance(s, dict)))
+
+
+def _busy_side_note(name: str, records: Sequence[TrialRecord]) -> str | None:
+    ok = [r for r in records if r.status == "ok"]
+    busy = [r for r in ok if _strangers(r)]
+    return f"{name}: busy strangers in {len(busy)}/{len(ok)} trials" if busy else None
+
+
+def _busy_note(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str | None:
+    """A note when successful trials ran with other processes busy on their CPUs (their figures may be
+    theirs too), naming the side and the processes."""
+    parts, names = [], []
+    for side, records in (("baseline", baseline), ("candidate", candidate)):
+        ok = [r for r in records if r.status == "ok"]
+        busy = [r for r in ok if _strangers(r)]
+        if busy:
+            parts.append(f"{len(busy)} of the {side}'s {len(ok)}")
+            names += [n for r in busy for n in _strangers(r)]
+    if not parts:
+        return None
+    names = list(dict.fromkeys(names))
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (f"{' and '.join(parts)} trials ran with processes that are not labctl's busy on their CPUs "
+            f"({shown}): a change may be theirs, not the software's")
+
+
 def _by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
     out: dict[str, list[TrialRecord]] = {}
     for record in records:
@@ -440,7 +536,13 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
     """Pair the configurations of two runs' trials (every status) and give each a verdict.
 
     ``baseline_run``/``candidate_run`` describe the runs (id, profile_name, host, created_at, db) for the
-    output. Configurations are listed in the order of their knob values."""
+    output (the host shown is the one the trials recorded, ``env.host``, when they agree: a fleet's or
+    CI job's trials name their inventory host). Configurations are listed in the order of their knob
+    values. ``metric`` may be an alias (``ndr``); the single measurements of NDR/PDR searches are left
+    out (:func:`judged_trials`)."""
+    metric = metric_name(metric)
+    baseline, candidate = judged_trials(baseline), judged_trials(candidate)
+    baseline_run, candidate_run = _with_trial_host(baseline_run, baseline), _with_trial_host(candidate_run, candidate)
     base, cand = _by_key(baseline), _by_key(candidate)
     ok = [r for r in (*baseline, *candidate) if r.status == "ok"]
     knobs = [k for k in varying_knobs(ok) if not k.startswith("env.")]
@@ -479,6 +581,9 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
     unsteady = sum(unsteady_warning(r.warnings) is not None for r in ok)
     if unsteady:
         notes.append(f"{unsteady} of {len(ok)} trials ran on a host measured unsteady before their sweep")
+    busy = _busy_note(baseline, candidate)
+    if busy:
+        notes.append(busy)
     return Comparison(metric, threshold_pct, lower_is_better(metric), confidence, baseline_run or {"id": b_id},
                       candidate_run or {"id": c_id}, env_changes(baseline, candidate), items, notes)
 

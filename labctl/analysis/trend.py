@@ -10,7 +10,9 @@ step can be read against what changed.
 Trials belong to a profile by the profile name they recorded (the ``name`` knob), so imported runs
 (a CI job's JSONL, another host's) join the trend whatever their run is called. A series never mixes
 hosts, accelerators or labs: each such combination is its own series. Rows are in the order the runs
-were measured (their first trial's start; the run's creation time for runs without one).
+were measured (their first trial's start; the run's creation time for runs without one). The single
+measurements of NDR/PDR searches are left out (their search's record stands for them), and ``ndr`` /
+``pdr`` name ``ndr_mpps`` / ``pdr_mpps``, as in ``labctl compare``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from labctl.analysis.compare import (
     DEFAULT_THRESHOLD_PCT, EnvChange, Side, check_measured, delta_of, env_changes, family_confidence, format_time,
-    judge, lower_is_better, side_of,
+    judge, judged_trials, lower_is_better, metric_name, side_of,
 )
 from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
 from labctl.analysis.renderers import aligned
@@ -90,7 +92,8 @@ def build_trend(records: Sequence[TrialRecord], profile: str, metric: str = "mpp
     if not mine:
         raise UserError(f"--trend {profile}: no trials of that profile (allowed: {', '.join(profiles) or 'none'})")
     check_measured(metric, [mine], f"the trials of {profile}")
-    mine = _select(mine, profile, selection)
+    metric = metric_name(metric)  # ndr -> ndr_mpps
+    mine = _select(judged_trials(mine), profile, selection)
     knobs = [k for k in varying_knobs([r for r in mine if r.status == "ok"]) if not k.startswith("env.")]
     groups: dict[tuple, dict[int | None, list[TrialRecord]]] = {}
     for record in mine:
@@ -119,7 +122,7 @@ def build_trend(records: Sequence[TrialRecord], profile: str, metric: str = "mpp
                 pending.append((row, first, vals))
             previous = trials
             rows.append(row)
-        series.append(TrendSeries(short_label(values.items(), " ") or profile, values,
+        series.append(TrendSeries(short_label(values.items(), " ") or short_label(selection.items(), " ") or profile, values,
                                   dict(zip(ENV_DIMENSIONS, env)), rows))
     confidence = family_confidence(len(pending))
     for row, first, vals in pending:

@@ -12,21 +12,24 @@ from labctl.cli.output import say
 
 
 def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store of the candidate run"),
-            baseline: Optional[int] = typer.Option(None, "--baseline", metavar="RUN",
+            baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN",
                                                    help="baseline run id (default with --baseline-db: its newest)"),
-            candidate: Optional[int] = typer.Option(None, "--candidate", metavar="RUN",
+            candidate: Optional[str] = typer.Option(None, "--candidate", metavar="RUN",
                                                     help="candidate run id (default: the newest of --db)"),
             baseline_db: Optional[Path] = typer.Option(None, "--baseline-db",
                                                        help="store of the baseline run (default: --db)"),
-            metric: str = typer.Option("mpps", "--metric", help="metric to compare (mpps, gbps, loss_ratio, ...)"),
-            threshold: Optional[float] = typer.Option(None, "--threshold", metavar="PCT",
+            metric: str = typer.Option("mpps", "--metric",
+                                       help="metric to compare (mpps, ndr, pdr, gbps, loss_ratio, latency_p99_us, ...)"),
+            threshold: Optional[str] = typer.Option(None, "--threshold", metavar="PCT",
                                                       help="smallest change that counts, in per cent (default 5)"),
             as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON"),
             junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE",
                                                  help="also write a JUnit XML report (one testcase per configuration)")
             ) -> None:
     """Compare a candidate run with a baseline run: per configuration the change with its interval and a
-    verdict; exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input."""
+    verdict; exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input.
+    Run ids and the threshold are taken as text and checked by the api, so a bad one is one line naming
+    the allowed values (not click's usage block)."""
     result = api.compare(db, baseline, candidate, metric, threshold, junit, baseline_db)
     typer.echo(api.render_comparison(result, "json" if as_json else "table"))
     if junit is not None:

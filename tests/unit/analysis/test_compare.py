@@ -7,10 +7,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from labctl.analysis.compare import (
-    VERDICTS, compare_runs, family_confidence, judge, lower_is_better, render_comparison, repeats_needed,
+    VERDICTS, check_measured, compare_runs, family_confidence, judge, lower_is_better, parse_run_id, parse_threshold,
+    render_comparison, repeats_needed,
 )
 from labctl.analysis.junit import junit_tree, write_junit
 from labctl.analysis.statistics import compare
+from labctl.errors import UserError
 from labctl.results.record import Environment
 from tests.factories import ENV, noisy, run_records
 
@@ -199,3 +201,84 @@ def test_measured_metrics_name_what_a_run_has():
     records[0].metrics.window_s = 5.0
     assert measured_metrics(records) == ["mpps"]  # a setting, not an outcome
     assert Environment().host is None
+
+
+def ndr_run(run_id: int, ndr: list[float], first_id: int) -> list:
+    """An NDR run: per search, 6 single measurements (role search/latency) at loads the search picked,
+    with their mpps, then the search's record (role ndr) with ndr_mpps and pdr_mpps."""
+    out = []
+    for i, value in enumerate(ndr):
+        for j, load in enumerate((1.0, 8.0, 4.0, 2.0, 3.0, 0.5)):
+            (rec,) = run_records(run_id, {256: [load]}, first_id=first_id + len(out))
+            rec.details["role"] = "latency" if j == 5 else "search"
+            out.append(rec)
+        (rec,) = run_records(run_id, {256: [value]}, metric="ndr_mpps", first_id=first_id + len(out))
+        rec.metrics.pdr_mpps = 2 * value
+        rec.details["role"] = "ndr"
+        out.append(rec)
+    return out
+
+
+def test_ndr_and_pdr_compare_the_searches_records_not_their_measurements():
+    base = ndr_run(1, [2.0, 2.02, 1.98, 2.01, 1.99], 1)
+    cand = ndr_run(2, [1.6, 1.62, 1.58, 1.61, 1.59], 1000)  # NDR 20% lower
+    result = compare_runs(base, cand, "ndr")
+    (item,) = result.items
+    assert result.metric == "ndr_mpps" and item.verdict == "regression"
+    assert item.baseline.n == 5 and item.candidate.n == 5  # the 30 search measurements are not pooled
+    assert compare_runs(base, cand, "pdr").items[0].verdict == "regression"
+    with pytest.raises(UserError, match=r"--metric mpps: not measured in runs 1 and 2 \(allowed: ndr_mpps, pdr_mpps, "
+                                        r"ndr \(= ndr_mpps\), pdr \(= pdr_mpps\)\)"):
+        check_measured("mpps", [base, cand], "runs 1 and 2")
+    with pytest.raises(UserError, match=r"--metric nrd: not a metric of labctl's trials \(allowed in runs 1 and 2: "):
+        check_measured("nrd", [base, cand], "runs 1 and 2")
+    check_measured("ndr", [base, cand], "runs 1 and 2")  # the alias passes
+
+
+def test_the_search_roles_are_the_apis():
+    from labctl import api
+    from labctl.analysis.compare import SEARCH_ROLES
+
+    assert SEARCH_ROLES == api.SEARCH_ROLES
+
+
+def test_busy_strangers_are_noted_per_configuration_and_overall():
+    base = run_records(1, noisy(11, FLAT, 0.02, 5))
+    cand = run_records(2, {rx: [v * 0.5 for v in vals] for rx, vals in noisy(12, FLAT, 0.02, 5).items()}, first_id=100)
+    for record in cand:
+        record.details["busy_strangers"] = [{"during": "window", "pid": 4995, "name": "python3", "cpu_pct": 49.0,
+                                             "affinity": "1"}]
+    result = compare_runs(base, cand)
+    assert result.count("regression") == 3
+    assert all("candidate: busy strangers in 5/5 trials" in item.notes for item in result.items)
+    assert not any("baseline: busy" in note for item in result.items for note in item.notes)
+    (note,) = [n for n in result.notes if "busy" in n]
+    assert note.startswith("15 of the candidate's 15 trials ran with processes that are not labctl's busy")
+    assert "(python3 4995)" in note
+
+
+def test_the_runs_are_shown_with_the_host_their_trials_recorded():
+    base = run_records(1, {256: [10.0] * 3})
+    cand = run_records(2, {256: [10.0] * 3}, env=ENV.model_copy(update={"host": None}), first_id=10)
+    result = compare_runs(base, cand, baseline_run={"id": 1, "host": "controller"},
+                          candidate_run={"id": 2, "host": "controller"})
+    assert result.baseline["host"] == "lab1"  # the trials' env.host (a CI job's inventory name)
+    assert result.candidate["host"] == "controller"  # no host recorded: the run's own
+    assert render_comparison(result).startswith("baseline:  run 1 (host lab1)")
+
+
+@pytest.mark.parametrize("text, expected", [("3", 3), (" 12 ", 12), ("-1", -1), (4, 4), (None, None)])
+def test_run_ids_given_as_text(text, expected):
+    assert parse_run_id(text, "--baseline", "1..3") == expected
+
+
+@pytest.mark.parametrize("text", ["abc", "1.5", "", "3x"])
+def test_a_bad_run_id_names_the_option_and_the_runs(text):
+    with pytest.raises(UserError, match=rf"^--candidate {text}: not a run id \(allowed: 1\.\.3\)$"):
+        parse_run_id(text, "--candidate", "1..3")
+
+
+def test_thresholds_given_as_text():
+    assert parse_threshold("7.5") == 7.5 and parse_threshold("3%") == 3.0 and parse_threshold(None) is None
+    with pytest.raises(UserError, match=r"^--threshold five: not a number \(allowed: 0 <= PCT < 100"):
+        parse_threshold("five")

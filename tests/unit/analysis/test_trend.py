@@ -59,3 +59,27 @@ def test_trend_errors_name_the_allowed_values():
         build_trend(records, "demo", selection={"workload.burst": 32})
     with pytest.raises(UserError, match=r"no trial of demo has that value \(allowed: 256, 1024\)"):
         build_trend(records, "demo", selection={"guest.nics.*.rx_queue_size": 512})
+
+
+def test_a_selected_configuration_is_named_in_its_series():
+    trend = build_trend(drifting_store(), "demo", selection={"guest.nics.*.rx_queue_size": 1024})
+    (series,) = trend.series
+    assert series.label == "rx_queue_size=1024"
+    assert "\nrx_queue_size=1024 (host lab1" in render_trend(trend)
+
+
+def test_trend_follows_ndr_records_not_the_searches_measurements():
+    records = []
+    for run_id, start, ndr in ((1, 1000.0, 2.0), (2, 2000.0, 1.5)):
+        search = run_records(run_id, {256: [1.0, 8.0, 4.0]}, start=start, first_id=100 * run_id)
+        for record in search:
+            record.details["role"] = "search"
+        final = run_records(run_id, {256: [ndr, ndr * 1.01, ndr * 0.99, ndr * 1.005, ndr * 0.995]}, metric="ndr_mpps",
+                            start=start + 100, first_id=100 * run_id + 10)
+        for record in final:
+            record.details["role"] = "ndr"
+        records += search + final
+    trend = build_trend(records, "demo", "ndr")
+    (series,) = trend.series
+    assert trend.metric == "ndr_mpps" and [row.side.n for row in series.rows] == [5, 5]
+    assert series.rows[1].verdict == "regression" and series.rows[1].change.startswith("-25.")
