@@ -190,6 +190,11 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
     from labctl.profile.knobs import with_knobs
 
     check_budget(budget)
+    if loaded.profile.workload.kind != "forward":
+        # The search maximises a forwarding rate (mpps, NDR/PDR); a tcp trial has none, so a tcp tune would
+        # optimise a missing number. Refuse until the objective can be gbps/tps.
+        raise UserError(f"workload.kind {loaded.profile.workload.kind}: tune searches forwarding rates only "
+                        f"(allowed: forward; use sweep and advise for tcp_stream/tcp_rr)")
     settings = _metric_search(loaded, metric)
     check_measurable(loaded.profile)
     space = space_from_profile(loaded.profile)
