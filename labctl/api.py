@@ -22,12 +22,12 @@ from labctl.errors import ProfileError, Problem, UserError, WorkloadError
 from labctl.events import Event, OnEvent, notify
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile, validate_data
-from labctl.results.record import Metrics, TrialRecord
+from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
 from labctl.signals import CancelScope
 
 __all__ = [
-    "Event", "OnEvent", "CancelScope", "Validation", "Doctor", "DEFAULT_DB",
+    "Event", "OnEvent", "CancelScope", "Validation", "Doctor", "DEFAULT_DB", "SEARCH_ROLES",
     "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image",
     "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
     "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
@@ -295,9 +295,6 @@ def runs(db: str | Path) -> list[dict[str, Any]]:
         return store.runs()
 
 
-SEARCH_ROLES = ("search", "latency")  # the measurements of an NDR/PDR search (its record has role "ndr")
-
-
 def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
            host: str | None = None, measurements: bool = False) -> tuple[int, list[TrialRecord]]:
     """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run; ``host``:
@@ -310,7 +307,7 @@ def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
         store.run(run_id)  # UnknownRunError for a bad id
         records = store.trials(run_id, status=status)
     if not measurements:
-        records = [r for r in records if r.details.get("role") not in SEARCH_ROLES]
+        records = judged_trials(records)
     if host is not None:
         hosts = sorted({r.env.host for r in records if r.env.host})
         records = [r for r in records if r.env.host == host]

@@ -76,7 +76,7 @@ from labctl.analysis.statistics import DEFAULT_RESAMPLES, HIGH_CV, MIN_TRIALS, D
 from labctl.host.steadiness import unsteady_warning
 from labctl.profile.knobs import short_label
 from labctl.results.codecs import SCALAR_METRICS
-from labctl.results.record import Environment, TrialRecord
+from labctl.results.record import SEARCH_ROLES, Environment, TrialRecord, judged_trials
 
 __all__ = [
     "DEFAULT_THRESHOLD_PCT", "CONFIDENCE", "VERDICTS", "CAUSES", "NOT_COMPARED", "EnvChange", "Side",
@@ -115,12 +115,6 @@ MIN_TAIL_RESAMPLES = 5
 #: Short names ``--metric`` takes: an NDR/PDR search's record carries ``ndr_mpps`` and ``pdr_mpps``.
 METRIC_ALIASES = {"ndr": "ndr_mpps", "pdr": "pdr_mpps"}
 
-#: The roles of the single measurements an NDR/PDR search stores (``details.role``, set by
-#: :mod:`labctl.measure.ndr`; ``labctl.api.SEARCH_ROLES`` is the same tuple). Each is one trial at one
-#: offered load picked by the search; the search's own record (role ``ndr``) stands for them, so they are
-#: never pooled into a configuration's median.
-SEARCH_ROLES = ("search", "latency")
-
 ENV_FIELDS: tuple[str, ...] = tuple(Environment.model_fields)
 _DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
 
@@ -138,11 +132,6 @@ def lower_is_better(metric: str) -> bool:
 def metric_name(metric: str) -> str:
     """The metric ``metric`` names: ``ndr`` -> ``ndr_mpps``, ``pdr`` -> ``pdr_mpps``, others as they are."""
     return METRIC_ALIASES.get(metric, metric)
-
-
-def judged_trials(records: Iterable[TrialRecord]) -> list[TrialRecord]:
-    """``records`` without the single measurements of NDR/PDR searches (:data:`SEARCH_ROLES`)."""
-    return [r for r in records if r.details.get("role") not in SEARCH_ROLES]
 
 
 def parse_run_id(value: int | str | None, option: str, allowed: str) -> int | None:
@@ -482,9 +471,14 @@ def _strangers(record: TrialRecord) -> list[str]:
     return list(dict.fromkeys(f"{s.get('name')} {s.get('pid')}" for s in found if isinstance(s, dict)))
 
 
-def _busy_side_note(name: str, records: Sequence[TrialRecord]) -> str | None:
+def _busy_trials(records: Sequence[TrialRecord]) -> tuple[list[TrialRecord], list[TrialRecord]]:
+    """(the successful trials, those of them that named busy strangers)."""
     ok = [r for r in records if r.status == "ok"]
-    busy = [r for r in ok if _strangers(r)]
+    return ok, [r for r in ok if _strangers(r)]
+
+
+def _busy_side_note(name: str, records: Sequence[TrialRecord]) -> str | None:
+    ok, busy = _busy_trials(records)
     return f"{name}: busy strangers in {len(busy)}/{len(ok)} trials" if busy else None
 
 
@@ -493,8 +487,7 @@ def _busy_note(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]
     theirs too), naming the side and the processes."""
     parts, names = [], []
     for side, records in (("baseline", baseline), ("candidate", candidate)):
-        ok = [r for r in records if r.status == "ok"]
-        busy = [r for r in ok if _strangers(r)]
+        ok, busy = _busy_trials(records)
         if busy:
             parts.append(f"{len(busy)} of the {side}'s {len(ok)}")
             names += [n for r in busy for n in _strangers(r)]

@@ -121,3 +121,14 @@ def config_key(config: dict[str, Any]) -> str:
     """A stable identity for a configuration (same knobs and values -> same key)."""
     text = json.dumps(config, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: The roles of the single measurements an NDR/PDR search stores (``details.role``, set by
+#: :mod:`labctl.measure.ndr`): each is one trial at one offered load the search picked; the search's own
+#: record (role ``ndr``) stands for them, so reports and comparisons never pool them into a median.
+SEARCH_ROLES = ("search", "latency")
+
+
+def judged_trials(records) -> list[TrialRecord]:
+    """``records`` without the single measurements of NDR/PDR searches (:data:`SEARCH_ROLES`)."""
+    return [r for r in records if r.details.get("role") not in SEARCH_ROLES]
