@@ -20,9 +20,11 @@ from typing import IO, Any, Iterable
 from labctl import signals
 from labctl.errors import ProfileError, Problem, UserError, WorkloadError
 from labctl.events import Event, OnEvent, notify
+from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile, validate_data
-from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
+from labctl.results.access import ids_text, open_store, run_pair, run_trials
+from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord
 from labctl.results.store import Store
 from labctl.signals import CancelScope
 
@@ -276,13 +278,6 @@ def replay(path: str | Path, budget: int, seed: int = 0):
 
 # --- results ------------------------------------------------------------------------------------------
 
-def _store(db: str | Path) -> Store:
-    db = Path(db)
-    if not db.exists():
-        raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
-    return Store(db)
-
-
 def check_writable(out: Path, option: str = "--out") -> None:
     """``out`` must name a file in an existing, writable directory (checked before any work)."""
     if not can_create(out):
@@ -291,7 +286,7 @@ def check_writable(out: Path, option: str = "--out") -> None:
 
 def runs(db: str | Path) -> list[dict[str, Any]]:
     """Every run of the store, oldest first, with its trial counts."""
-    with _store(db) as store:
+    with open_store(db) as store:
         return store.runs()
 
 
@@ -300,20 +295,7 @@ def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
     """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run; ``host``:
     only the trials of that host (a fleet's merged store holds many). The single measurements an
     NDR/PDR search made are left out unless ``measurements`` (their search's record stands for them)."""
-    with _store(db) as store:
-        run_id = run if run is not None else store.latest_run_id()
-        if run_id is None:
-            raise UserError(f"--db {db}: holds no runs")
-        store.run(run_id)  # UnknownRunError for a bad id
-        records = store.trials(run_id, status=status)
-    if not measurements:
-        records = judged_trials(records)
-    if host is not None:
-        hosts = sorted({r.env.host for r in records if r.env.host})
-        records = [r for r in records if r.env.host == host]
-        if not records:
-            raise UserError(f"--host {host}: no trials of that host in run {run_id} "
-                            f"(allowed: {', '.join(hosts) or 'none recorded'})")
+    run_id, records, _info = run_trials(db, run, status, host, measurements)
     return run_id, records
 
 
@@ -347,10 +329,8 @@ def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None =
 
     if metric is not None:
         _check_metric(metric)
-    run_id, records = trials(db, run, host=host)
+    run_id, records, info = run_trials(db, run, host=host)
     metric = metric or default_metric(records)
-    with _store(db) as store:
-        info = store.run(run_id)["info"]
     return build_report(records, by, run_id, metric, run_info=info)
 
 
@@ -422,7 +402,7 @@ def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl",
     if isinstance(out, (str, Path)):
         check_writable(Path(out))
     writer = export_jsonl if fmt == "jsonl" else export_csv
-    with _store(db) as store:
+    with open_store(db) as store:
         if run is not None:
             store.run(run)
         return writer(store, out, run)
@@ -464,18 +444,6 @@ def plan(profile: str | Path):
 
 # --- host ---------------------------------------------------------------------------------------------
 
-@dataclass
-class Doctor:
-    facts: Any
-    steadiness: Any = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = self.facts.to_dict()
-        if self.steadiness is not None:
-            data["steadiness"] = self.steadiness.to_dict()
-        return data
-
-
 def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,
            scope: CancelScope | None = None) -> Doctor:
     """What this host can do (CPUs, NUMA, hugepages, KVM, versions, lab backends), and optionally how
@@ -501,34 +469,9 @@ __all__ += ["check_threshold", "check_view_format", "compare", "render_compariso
 
 def check_threshold(threshold_pct: float) -> None:
     """A regression threshold in per cent of the baseline median: 0 <= PCT < 100."""
-    import math
+    from labctl.analysis.compare import check_threshold as check
 
-    if not (math.isfinite(threshold_pct) and 0.0 <= threshold_pct < 100.0):
-        raise UserError(f"--threshold {threshold_pct:g}: out of range (allowed: 0 <= PCT < 100, per cent of "
-                        "the baseline median)")
-
-
-def _ids_text(ids: list[int]) -> str:
-    if not ids:
-        return "none"
-    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 2:
-        return f"{ids[0]}..{ids[-1]}"
-    return ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
-
-
-def _run_and_trials(db: str | Path, run: int | None, option: str) -> tuple[dict[str, Any], list[TrialRecord]]:
-    """(the run's facts, its trials of every status): ``run``, or the newest run of ``db``."""
-    with _store(db) as store:
-        ids = [r["id"] for r in store.runs()]
-        if run is None and not ids:
-            raise UserError(f"--db {db}: holds no runs")
-        run = ids[-1] if run is None else run
-        if run not in ids:
-            raise UserError(f"{option} {run}: no such run in {db} (allowed: {_ids_text(ids)})")
-        info = store.run(run)
-        records = store.trials(run, status=None)
-    keys = ("id", "profile_name", "host", "created_at", "status")
-    return {**{k: info[k] for k in keys}, "db": str(db)}, records
+    check(threshold_pct)
 
 
 def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: int | str | None = None,
@@ -551,7 +494,7 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
 
     def run_ids(path: str | Path) -> str:
         try:
-            return _ids_text([r["id"] for r in runs(path)])
+            return ids_text([r["id"] for r in runs(path)])
         except LabError:
             return "a run id of the store, a whole number"
 
@@ -563,20 +506,7 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     check_threshold(threshold_pct)
     if junit is not None:
         check_writable(Path(junit), "--junit")
-    base_db = Path(db if baseline_db is None else baseline_db)
-    same = base_db.resolve() == Path(db).resolve()
-    if same and baseline is None:
-        ids = [r["id"] for r in runs(db)]
-        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
-                        f"of {db}: {_ids_text(ids)}; or --baseline-db another store)")
-    cand_run, cand_records = _run_and_trials(db, candidate, "--candidate")
-    base_run, base_records = _run_and_trials(base_db, baseline, "--baseline")
-    if same and base_run["id"] == cand_run["id"]:
-        others = [i for i in (r["id"] for r in runs(db)) if i != cand_run["id"]]
-        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
-                        f"{_ids_text(others)})")
-    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
-             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
+    (base_run, base_records), (cand_run, cand_records), where = run_pair(db, baseline, candidate, baseline_db)
     check_measured(metric, [base_records, cand_records], where)
     result = compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run)
     if junit is not None:
@@ -586,39 +516,24 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
 
 def check_view_format(fmt: str, what: str = "a comparison") -> None:
     """Comparisons and trends are shown as ``table`` or ``json``."""
-    if fmt not in ("table", "json"):
-        raise UserError(f"--format {fmt}: {what} is shown as table or json (allowed: table, json)")
+    from labctl.analysis.renderers import check_view_format as check
 
-
-def _text_or_json(result, fmt: str, what: str, text) -> str:
-    import json
-
-    check_view_format(fmt, what)
-    return text(result) if fmt == "table" else json.dumps(result.to_dict(), indent=2, default=str)
+    check(fmt, what)
 
 
 def render_comparison(result, fmt: str = "table") -> str:
     """A comparison as text (``table``) or ``json``."""
     from labctl.analysis.compare import render_comparison as text
+    from labctl.analysis.renderers import text_or_json
 
-    return _text_or_json(result, fmt, "a comparison", text)
+    return text_or_json(result, fmt, "a comparison", text)
 
 
 def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:
     """``["workload.burst=32", ...]`` (``--config``) as knob -> value."""
-    from labctl.errors import KnobError
-    from labctl.profile.knobs import parse_assignment
+    from labctl.profile.knobs import parse_selection as parse
 
-    out = {}
-    for text in assignments or []:
-        if "=" not in text:
-            raise UserError(f"--config {text!r}: expected KNOB=VALUE, e.g. workload.burst=32")
-        try:
-            knob, value = parse_assignment(text)
-        except KnobError as exc:
-            raise UserError(str(exc).replace("--set", "--config", 1)) from None
-        out[knob] = value
-    return out
+    return parse(assignments, "--config")
 
 
 def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str = "mpps",
@@ -629,23 +544,21 @@ def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str = "mpps",
     changes against the previous row (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials."""
     from labctl.analysis.trend import build_trend
 
+    from labctl.results.access import only_host
+
     selection = parse_selection(configs)
-    with _store(db) as store:
+    with open_store(db) as store:
         records = store.trials(None, status=None)
         created = {r["id"]: r["created_at"] for r in store.runs()}
-    if host is not None:
-        hosts = sorted({r.env.host for r in records if r.env.host})
-        records = [r for r in records if r.env.host == host]
-        if not records:
-            raise UserError(f"--host {host}: no trials of that host in {db} (allowed: {', '.join(hosts) or 'none recorded'})")
-    return build_trend(records, profile, metric, selection, created)
+    return build_trend(only_host(records, host, str(db)), profile, metric, selection, created)
 
 
 def render_trend(result, fmt: str = "table") -> str:
     """A trend as text (``table``) or ``json``."""
+    from labctl.analysis.renderers import text_or_json
     from labctl.analysis.trend import render_trend as text
 
-    return _text_or_json(result, fmt, "a trend", text)
+    return text_or_json(result, fmt, "a trend", text)
 
 # --- for faces that draw: the TUI's needs -------------------------------------------------------------
 # Small read-only helpers the Textual face (labctl/tui/) calls instead of reaching below this module.
@@ -656,40 +569,12 @@ __all__ += ["LabError", "Interrupted", "describe_host", "describe_nics", "knob_l
             "compare_trials"]
 
 
-def describe_host(result: Doctor) -> list[tuple[str, str]]:
-    """The doctor report as (label, text) lines: cpu, numa, isolated, hugepages, kvm, kernel, each
-    version, each lab backend (``lab NAME``) and, when probed, the steadiness verdict."""
-    from labctl.host.cpuset import format_cpuset
-
-    if not isinstance(result, Doctor):
-        raise TypeError(f"describe_host: expected a Doctor, got {type(result).__name__}")
-    facts = result.facts
-    lines = [
-        ("cpu", f"{facts.cpu_model}, {len(facts.cpus)} online ({format_cpuset(facts.cpus)})"),
-        ("numa", "; ".join(f"node{n}: {format_cpuset(c)}" for n, c in facts.numa_nodes.items())),
-        ("isolated", format_cpuset(facts.isolated) if facts.isolated else "none"),
-        ("hugepages", ", ".join(f"{p.size_kib // 1024} MiB x {p.total} ({p.free} free)" for p in facts.hugepages)),
-        ("kvm", f"{'usable' if facts.kvm.usable else 'not usable'}: {facts.kvm.reason} -> {facts.kvm.accel}"),
-        ("kernel", facts.kernel),
-    ]
-    lines += [(name, version or "not installed") for name, version in facts.versions.items()]
-    lines += [(f"lab {name}", text) for name, text in facts.backends.items()]
-    if result.steadiness is not None:
-        lines.append(("steadiness", result.steadiness.describe()))
-    return lines
-
-
 def describe_nics(nics: list[dict[str, Any]]) -> list[str]:
     """Requested vs negotiated per NIC (the ``nics`` of :func:`up` or of a :func:`status` entry), one
     line per NIC, each followed by the reasons for what the guest got differently."""
-    lines = []
-    for nic in nics:
-        req, neg = nic["requested"], nic.get("negotiated") or {}
-        lines.append(f"nic{nic['index']} {req['backend']:<9} {neg.get('ifname') or '?':<5} "
-                     f"queues {req['queues']}->{neg.get('queues')}  rx {req['rx_ring']}->{neg.get('rx_ring')}  "
-                     f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
-        lines += [f"     {reason}" for reason in nic.get("differences") or []]
-    return lines
+    from labctl.lab.libvirt.negotiation import describe_nics as describe
+
+    return describe(nics)
 
 
 def knob_label(config: dict[str, Any] | Iterable[tuple[str, Any]], sep: str = ", ") -> str:
@@ -704,21 +589,10 @@ def reports(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None 
     """One report (as :func:`report`) per scalar metric the run's successful trials carry, ``mpps``
     first: a face shows every measured metric (rates, loss, NDR/PDR, latency, ...) per configuration.
     The trials are read once."""
-    from labctl.analysis.report import build_report
+    from labctl.analysis.report import build_reports
 
-    run_id, records = trials(db, run, host=host)
-    with _store(db) as store:
-        info = store.run(run_id)["info"]
-    present = [m for m in report_metrics() if any(getattr(r.metrics, m) is not None for r in records)]
-    if "mpps" in present:
-        present.remove("mpps")
-        present.insert(0, "mpps")
-    if not present:
-        raise UserError(f"no successful trials in run {run_id} to report")
-    return {m: build_report(records, by, run_id, m, run_info=info) for m in present}
-
-
-LOWER_IS_BETTER = ("loss", "drop", "latency", "cycles")  # metric names where a smaller value is better
+    run_id, records, info = run_trials(db, run, host=host)
+    return build_reports(records, by, run_id, report_metrics(), run_info=info)
 
 
 def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[int], metric: str = "mpps",
@@ -726,21 +600,8 @@ def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[
     """Two selections of one run's trials (ids) compared on ``metric``: the change of the candidate's
     median against the baseline's with its bootstrap 95% interval and a verdict
     (:func:`labctl.analysis.statistics.compare`; for loss, drops, latency and cycles lower is better)."""
-    from labctl.analysis.statistics import compare
+    from labctl.analysis.compare import compare_selections
 
     _check_metric(metric)
-    a, b = set(baseline), set(candidate)
-    if not a or not b:
-        raise UserError("compare: both selections need at least one trial (allowed: trial ids of the run)")
-    if a & b:
-        raise UserError(f"compare: trials {', '.join(map(str, sorted(a & b)))} are in both selections")
-    _run_id, records = trials(db, run)
-    values = {r.id: getattr(r.metrics, metric) for r in records if getattr(r.metrics, metric) is not None}
-    unknown = sorted((a | b) - set(values))
-    if unknown:
-        raise UserError(f"compare: trials {', '.join(map(str, unknown))} have no {metric} in run {_run_id}")
-    lower = any(word in metric for word in LOWER_IS_BETTER)
-    base = [values[i] for i in sorted(a)]
-    if min(base) <= 0:
-        raise UserError(f"compare: the baseline's {metric} includes 0 (allowed: positive values)")
-    return compare(base, [values[i] for i in sorted(b)], higher_is_better=not lower)
+    run_id, records = trials(db, run)
+    return compare_selections(records, baseline, candidate, metric, run_id)

@@ -76,14 +76,14 @@ from labctl.analysis.statistics import DEFAULT_RESAMPLES, HIGH_CV, MIN_TRIALS, D
 from labctl.host.steadiness import unsteady_warning
 from labctl.profile.knobs import short_label
 from labctl.results.codecs import SCALAR_METRICS
-from labctl.results.record import SEARCH_ROLES, Environment, TrialRecord, judged_trials
+from labctl.results.record import SEARCH_ROLES, Environment, TrialRecord, judged_trials, lower_is_better
 
 __all__ = [
     "DEFAULT_THRESHOLD_PCT", "CONFIDENCE", "VERDICTS", "CAUSES", "NOT_COMPARED", "EnvChange", "Side",
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
     "render_comparison", "format_time", "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
-    "parse_run_id", "parse_threshold",
+    "parse_run_id", "parse_threshold", "check_threshold", "compare_selections",
 ]
 
 #: A regression must be larger than this (in per cent of the baseline median), with its whole interval.
@@ -119,16 +119,6 @@ ENV_FIELDS: tuple[str, ...] = tuple(Environment.model_fields)
 _DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
 
 
-def lower_is_better(metric: str) -> bool:
-    """True for metrics where higher is worse: loss (``loss_ratio``), latency (any name that says
-    ``latency`` or ends in a time unit, ``_us``, ``_ns``, ``_ms``), drops (``tx_dropped``, ...) and
-    ``cycles_per_packet`` (more CPU spent per forwarded packet). Rates and counts of forwarded packets
-    are better higher."""
-    name = metric.lower()
-    return ("loss" in name or "latency" in name or "drop" in name or name.endswith(("_us", "_ns", "_ms"))
-            or name == "cycles_per_packet")
-
-
 def metric_name(metric: str) -> str:
     """The metric ``metric`` names: ``ndr`` -> ``ndr_mpps``, ``pdr`` -> ``pdr_mpps``, others as they are."""
     return METRIC_ALIASES.get(metric, metric)
@@ -153,6 +143,33 @@ def parse_threshold(value: float | str | None) -> float | None:
     except ValueError:
         raise UserError(f"--threshold {value}: not a number (allowed: 0 <= PCT < 100, per cent of the baseline "
                         "median)") from None
+
+
+def check_threshold(threshold_pct: float) -> None:
+    """A regression threshold in per cent of the baseline median: 0 <= PCT < 100."""
+    if not (math.isfinite(threshold_pct) and 0.0 <= threshold_pct < 100.0):
+        raise UserError(f"--threshold {threshold_pct:g}: out of range (allowed: 0 <= PCT < 100, per cent of "
+                        "the baseline median)")
+
+
+def compare_selections(records: Sequence[TrialRecord], baseline: Iterable[int], candidate: Iterable[int],
+                       metric: str, run_id: int | None = None) -> Delta:
+    """Two selections (trial ids) of one run's ``records`` compared on ``metric``: the change of the
+    candidate's median against the baseline's with its bootstrap 95% interval and a verdict, in the
+    metric's own direction (:func:`lower_is_better`). A face's A/B of rows the user picked."""
+    a, b = set(baseline), set(candidate)
+    if not a or not b:
+        raise UserError("compare: both selections need at least one trial (allowed: trial ids of the run)")
+    if a & b:
+        raise UserError(f"compare: trials {', '.join(map(str, sorted(a & b)))} are in both selections")
+    values = {r.id: getattr(r.metrics, metric) for r in records if getattr(r.metrics, metric) is not None}
+    unknown = sorted((a | b) - set(values))
+    if unknown:
+        raise UserError(f"compare: trials {', '.join(map(str, unknown))} have no {metric} in run {run_id}")
+    base = [values[i] for i in sorted(a)]
+    if min(base) <= 0:
+        raise UserError(f"compare: the baseline's {metric} includes 0 (allowed: positive values)")
+    return compare(base, [values[i] for i in sorted(b)], higher_is_better=not lower_is_better(metric))
 
 
 def metric_value(record: TrialRecord, metric: str) -> float | None:

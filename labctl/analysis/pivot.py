@@ -18,11 +18,8 @@ from typing import Any
 from labctl.analysis.grouping import knob_value, group_by, sort_key, varying_knobs
 from labctl.analysis.statistics import compare, summarize
 from labctl.errors import UserError
-from labctl.results.record import TrialRecord
+from labctl.results.record import TrialRecord, lower_is_better
 
-#: Metrics where less is better (the verdict of a % change follows it).
-LOWER_IS_BETTER_PREFIXES = ("service_demand_", "rr_latency", "retransmits", "loss_ratio", "host_cpu_cores",
-                            "guest_cpu_cores", "cycles_per_packet", "tx_dropped", "guest_tx_dropped")
 #: Column names as the posts write them.
 SHORT_NAMES = {
     "bandwidth_gbps": "Gbit/s", "transactions_per_s": "trans/s", "rr_latency_us": "latency us",
@@ -39,10 +36,6 @@ DEFAULT_METRICS = (
     ("mpps", ("mpps",)),
     ("ndr_mpps", ("ndr_mpps", "pdr_mpps")),  # a run of NDR/PDR searches
 )
-
-
-def lower_is_better(metric: str) -> bool:
-    return metric.startswith(LOWER_IS_BETTER_PREFIXES)
 
 
 def default_metrics(records: list[TrialRecord]) -> list[str]:

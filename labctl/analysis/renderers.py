@@ -103,6 +103,20 @@ def check_format(fmt: str) -> None:
         raise UserError(f"--format {fmt}: not a report format (allowed: {', '.join(FORMATS)})")
 
 
+VIEW_FORMATS = ("table", "json")  # how a comparison or a trend is shown
+
+
+def check_view_format(fmt: str, what: str = "a comparison") -> None:
+    if fmt not in VIEW_FORMATS:
+        raise UserError(f"--format {fmt}: {what} is shown as table or json (allowed: {', '.join(VIEW_FORMATS)})")
+
+
+def text_or_json(result: Any, fmt: str, what: str, text: Any) -> str:
+    """``text(result)`` for ``table``, the result's ``to_dict()`` as JSON for ``json``."""
+    check_view_format(fmt, what)
+    return text(result) if fmt == "table" else json.dumps(result.to_dict(), indent=2, default=str)
+
+
 def render(report: Report, fmt: str) -> str:
     check_format(fmt)
     if fmt == "table":

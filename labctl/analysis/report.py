@@ -130,3 +130,16 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
     if by:
         notes.append(f"deltas compare each {by} with its first value in the same row group")
     return Report(run_id, knobs, by, rows, notes, metric)
+
+
+def build_reports(records: list[TrialRecord], by: str | None, run_id: int | None, metrics: list[str],
+                  run_info: dict[str, Any] | None = None) -> dict[str, Report]:
+    """One report per metric of ``metrics`` that the trials carry, ``mpps`` first: what a face shows of a
+    run (rates, loss, NDR/PDR, latency, ...) per configuration."""
+    present = [m for m in metrics if any(getattr(r.metrics, m, None) is not None for r in records)]
+    if "mpps" in present:
+        present.remove("mpps")
+        present.insert(0, "mpps")
+    if not present:
+        raise UserError(f"no successful trials in run {run_id} to report")
+    return {m: build_report(records, by, run_id, m, run_info=run_info) for m in present}

@@ -88,6 +88,20 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return path, value
 
 
+def parse_selection(assignments: Iterable[str] | None, option: str = "--config") -> dict[str, Any]:
+    """``["workload.burst=32", ...]`` (a selection of configurations, ``--config``) as knob -> value."""
+    out = {}
+    for text in assignments or []:
+        if "=" not in text:
+            raise KnobError(f"{option} {text!r}: expected KNOB=VALUE, e.g. workload.burst=32")
+        try:
+            knob, value = parse_assignment(text)
+        except KnobError as exc:
+            raise KnobError(str(exc).replace("--set", option, 1)) from None
+        out[knob] = value
+    return out
+
+
 def crossed(sweep: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
     """Every combination of the sweep matrix, in a stable order (first knob varies slowest)."""
     if not sweep:

@@ -117,6 +117,21 @@ class TrialRecord(_Model):
         return config_key(self.config)
 
 
+#: Metric name parts where a smaller value is better: loss, latency (and any time in ``_us``/``_ns``/``_ms``),
+#: drops, lost, reordered and duplicate frames, retransmits, CPU spent (service demand, CPU cores, cycles
+#: per packet). Rates, bandwidth and
+#: transactions are better higher.
+LOWER_IS_BETTER_WORDS = ("loss", "lost", "reordered", "duplicate", "latency", "drop", "retransmit", "service_demand",
+                         "cpu_cores", "cycles_per_packet")
+
+
+def lower_is_better(metric: str) -> bool:
+    """True for a metric where higher is worse (:data:`LOWER_IS_BETTER_WORDS`); the one rule reports,
+    comparisons, trends and pivots judge a change by."""
+    name = metric.lower()
+    return any(word in name for word in LOWER_IS_BETTER_WORDS) or name.endswith(("_us", "_ns", "_ms"))
+
+
 def config_key(config: dict[str, Any]) -> str:
     """A stable identity for a configuration (same knobs and values -> same key)."""
     text = json.dumps(config, sort_keys=True, default=str)

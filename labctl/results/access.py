@@ -1,0 +1,103 @@
+"""A face's way into a result store: open one by its path (with the one message for a missing store),
+pick a run by id (or the newest), read its trials, keep one host's, resolve a baseline/candidate pair.
+
+Every error is a :class:`~labctl.errors.UserError` naming the option (``--db``, ``--baseline``,
+``--host``, ...) and the allowed values. :mod:`labctl.api` calls these; nothing here creates a store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from labctl.errors import UserError
+from labctl.results.record import TrialRecord, judged_trials
+from labctl.results.store import Store
+
+__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "run_pair"]
+
+RUN_KEYS = ("id", "profile_name", "host", "created_at", "status")  # a run's facts a comparison shows
+
+
+def open_store(db: str | Path) -> Store:
+    """The existing store at ``db`` (never created here)."""
+    db = Path(db)
+    if not db.exists():
+        raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
+    return Store(db)
+
+
+def ids_text(ids: list[int]) -> str:
+    """Run ids as an error message's allowed values: ``1..9``, ``2, 5`` or ``none``."""
+    if not ids:
+        return "none"
+    if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 2:
+        return f"{ids[0]}..{ids[-1]}"
+    return ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
+
+
+def run_ids(db: str | Path) -> list[int]:
+    with open_store(db) as store:
+        return [r["id"] for r in store.runs()]
+
+
+def only_host(records: list[TrialRecord], host: str | None, where: str) -> list[TrialRecord]:
+    """``records`` of ``host`` (all when None); none of that host is an error naming the hosts there are."""
+    if host is None:
+        return records
+    hosts = sorted({r.env.host for r in records if r.env.host})
+    kept = [r for r in records if r.env.host == host]
+    if not kept:
+        raise UserError(f"--host {host}: no trials of that host in {where} "
+                        f"(allowed: {', '.join(hosts) or 'none recorded'})")
+    return kept
+
+
+def run_trials(db: str | Path, run: int | None = None, status: str | None = "ok", host: str | None = None,
+               measurements: bool = False) -> tuple[int, list[TrialRecord], dict[str, Any]]:
+    """(run id, its trials of ``status``, the run's info) for ``run`` or the newest run. The single
+    measurements of an NDR/PDR search are left out unless ``measurements``."""
+    with open_store(db) as store:
+        run_id = run if run is not None else store.latest_run_id()
+        if run_id is None:
+            raise UserError(f"--db {db}: holds no runs")
+        info = store.run(run_id)["info"]  # UnknownRunError for a bad id
+        records = store.trials(run_id, status=status)
+    if not measurements:
+        records = judged_trials(records)
+    return run_id, only_host(records, host, f"run {run_id}"), info
+
+
+def run_and_trials(db: str | Path, run: int | None, option: str) -> tuple[dict[str, Any], list[TrialRecord]]:
+    """(the run's facts, its trials of every status): ``run``, or the newest run of ``db``; an unknown
+    id is an error naming ``option`` and the ids there are."""
+    with open_store(db) as store:
+        ids = [r["id"] for r in store.runs()]
+        if run is None and not ids:
+            raise UserError(f"--db {db}: holds no runs")
+        run = ids[-1] if run is None else run
+        if run not in ids:
+            raise UserError(f"{option} {run}: no such run in {db} (allowed: {ids_text(ids)})")
+        info = store.run(run)
+        records = store.trials(run, status=None)
+    return {**{k: info[k] for k in RUN_KEYS}, "db": str(db)}, records
+
+
+def run_pair(db: str | Path, baseline: int | None, candidate: int | None, baseline_db: str | Path | None = None):
+    """The runs a comparison reads: ((baseline facts, trials), (candidate facts, trials), a phrase naming
+    both). The candidate is a run of ``db`` (default: its newest); the baseline a run of ``baseline_db``
+    (default ``db``: then it is required and must be another run than the candidate)."""
+    base_db = Path(db if baseline_db is None else baseline_db)
+    same = base_db.resolve() == Path(db).resolve()
+    if same and baseline is None:
+        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
+                        f"of {db}: {ids_text(run_ids(db))}; or --baseline-db another store)")
+    cand_run, cand_records = run_and_trials(db, candidate, "--candidate")
+    base_run, base_records = run_and_trials(base_db, baseline, "--baseline")
+    if same and base_run["id"] == cand_run["id"]:
+        others = [i for i in run_ids(db) if i != cand_run["id"]]
+        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
+                        f"{ids_text(others)})")
+    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
+             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
+    return (base_run, base_records), (cand_run, cand_records), where
