@@ -282,3 +282,18 @@ def test_thresholds_given_as_text():
     assert parse_threshold("7.5") == 7.5 and parse_threshold("3%") == 3.0 and parse_threshold(None) is None
     with pytest.raises(UserError, match=r"^--threshold five: not a number \(allowed: 0 <= PCT < 100"):
         parse_threshold("five")
+
+
+def test_every_metric_is_judged_by_one_direction_rule():
+    """Reports, pivots and comparisons read one rule: lost frames, retransmits and CPU spent per KB are
+    worse higher; bandwidth, transactions and rates better higher."""
+    from labctl.analysis import pivot
+    from labctl.api import report_metrics
+
+    worse_higher = {"lost", "reordered", "duplicate", "retransmits", "service_demand_host_us_per_kb",
+                    "service_demand_guest_us_per_tx", "host_cpu_cores", "rr_latency_us", "vswitch_cycles_per_packet"}
+    better_higher = {"mpps", "ndr_mpps", "pdr_mpps", "bandwidth_gbps", "transactions_per_s", "rx_packets"}
+    assert worse_higher | better_higher <= set(report_metrics())
+    assert all(lower_is_better(m) for m in worse_higher)
+    assert not any(lower_is_better(m) for m in better_higher)
+    assert pivot.lower_is_better is lower_is_better
