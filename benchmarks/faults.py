@@ -1,11 +1,12 @@
 """The fault matrix, every case: SIGINT, SIGTERM and kill -9 at each phase (set-up, warm-up, measure,
 teardown, store commit) of run, sweep, tune and ndr on the embedded lab, up/down of a libvirt guest and
-measured guest trials (TCG: slow; ``--no-guests`` leaves them out). Prints one JSON document: faults
-injected, survived, leaks and trials lost, then one row per case (tests/faults/harness.py says what
-each check is). OVS-DPDK cases have a marked place in the harness (PLACEHOLDER) and are reported as
-not applicable until OVS is a lab backend.
+measured guest trials (TCG: slow; ``--no-guests`` leaves them out), and run and sweep of the embedded
+lab with an OVS-DPDK vswitch (``ovs-run``, ``ovs-sweep``; not applicable where ovs-vswitchd-dpdk is
+missing). Prints one JSON document: faults injected, survived, leaks and trials lost, then one row per
+case (tests/faults/harness.py says what each check is). ``fleet`` is listed as not applicable, with
+its reason (harness.FLEET_REASON).
 
-    python benchmarks/faults.py [--no-guests] [--only COMMAND ...]
+    python benchmarks/faults.py [--no-guests] [--only COMMAND ...]   (e.g. --only ovs-run ovs-sweep)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.faults.harness import EMBEDDED, LIBVIRT, PLACEHOLDER, all_cases, run_case, table  # noqa: E402
+from tests.faults.harness import EMBEDDED, FLEET, LIBVIRT, OVS, all_cases, run_case, table  # noqa: E402
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     parser.add_argument("--no-guests", action="store_true", help="leave out the libvirt cases (minutes each)")
     parser.add_argument("--only", nargs="*", default=None, help="commands to run (default: all)")
     args = parser.parse_args()
-    commands = list(EMBEDDED) + ([] if args.no_guests else list(LIBVIRT)) + list(PLACEHOLDER)
+    commands = list(EMBEDDED) + ([] if args.no_guests else list(LIBVIRT)) + list(OVS) + list(FLEET)
     if args.only:
         commands = [c for c in commands if c in args.only]
     t0 = time.monotonic()

@@ -4,8 +4,10 @@ Used by ``tests/faults/test_matrix.py`` (a reduced set, in CI) and ``benchmarks/
 case, one JSON table). A case is (command, signal, phase):
 
 - commands: ``run``, ``sweep``, ``tune``, ``ndr`` on the embedded lab; ``up`` and ``down`` of a libvirt
-  guest; ``guest`` (a measured trial on a libvirt guest, TCG: slow, so few); ``ovs``: a marked place for
-  OVS-DPDK labs (labctl/lab/ovs/ is a library, not a lab backend yet), reported as not applicable;
+  guest; ``guest`` (a measured trial on a libvirt guest, TCG: slow, so few); ``ovs-run`` and
+  ``ovs-sweep``: the embedded lab with an OVS-DPDK vswitch (``vswitch: {kind: ovs-dpdk}``: a private
+  ovsdb-server and ovs-vswitchd-dpdk, the latter in a network namespace of its own, labctl/lab/ovs/);
+  ``fleet`` (``labctl fleet sweep`` over ansible-runner): reported as not applicable (FLEET_REASON);
 - signals: SIGINT, SIGTERM, SIGKILL;
 - phases: ``setup``, ``warm-up``, ``measure`` (the trial's ``phase`` events; ndr: its search),
   ``teardown`` (inside the ledger's teardown, after its first resource went), ``commit`` (inside the
@@ -16,7 +18,9 @@ short delay inside the phase, so every case hits what it names; the command then
 signal says (130, 143, or killed), in one line, with no traceback. Then the next labctl acts: ``sweep
 --resume`` (it removes what was left and finishes the run), else ``labctl down NAME``. After that:
 no process, socket, tap, domain, hugetlbfs mount, DPDK runtime directory, OVS daemon or temporary
-file of the lab is left; the store passes ``integrity_check`` and every trial has all its rows; a
+file of the lab is left (OVS: its daemons, found by the lab's OVS directory on their command lines
+whatever namespace they run in, that directory with its DB and unixctl sockets, the vhost-user sockets,
+the hugetlbfs mount and its files, the ``labctl-NAME-ovs-*`` DPDK runtime directory); the store passes ``integrity_check`` and every trial has all its rows; a
 resumed sweep has exactly one finished trial per plan entry (``lost`` counts the missing ones and any
 trial stored before the fault and gone after it).
 """
@@ -41,11 +45,25 @@ SIGNALS = ("INT", "TERM", "KILL")
 PHASES = ("setup", "warm-up", "measure", "teardown", "commit")
 EMBEDDED = ("run", "sweep", "tune", "ndr")
 LIBVIRT = ("up", "down", "guest")
-PLACEHOLDER = ("ovs",)  # OVS-DPDK labs: being wired in by another engineer; see PLACEHOLDER_REASON
-PLACEHOLDER_REASON = "OVS-DPDK is a library (labctl/lab/ovs/), not a lab backend yet: add its cases here"
+OVS = ("ovs-run", "ovs-sweep")  # the embedded lab with vswitch: {kind: ovs-dpdk}
+SWEEPS = ("sweep", "ovs-sweep")  # resumed with --resume after the fault
+FLEET = ("fleet",)
+# What a fleet fault would be: SIGINT/SIGTERM to the controller (`labctl fleet sweep FILE -i
+# playbooks/inventories/local.yml --db D`) mid-sweep; then the runner is cancelled, the labctl sweep it
+# started (a local process with the local inventory) gets SIGTERM from the reaper and tears its lab down,
+# nothing of the lab is left and the controller exits 130/143 in one line. Not wired yet:
+FLEET_REASON = ("not wired: a fault of `labctl fleet sweep` (the controller signalled mid-sweep, ansible-runner "
+                "cancelled, the local labctl sweep reaped) needs an ansible run of tens of seconds per case and "
+                "has not been verified live here")
 EXIT = {"INT": 130, "TERM": 143, "KILL": -9}
 URI = "qemu:///system"
 QEMU_REACHABLE = Path("/run/labctl-faults")  # every case's run and log dirs (0755 parents, short paths)
+
+def ovs_installed() -> bool:
+    from labctl.lab.ovs import commands as ovs_cmd
+
+    return Path(ovs_cmd.VSWITCHD).exists()
+
 
 def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hugepages: bool = False,
                      generator: str = "labgen") -> str:
@@ -56,6 +74,19 @@ def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hu
             + f"  pinning: {{vcpus: {{0: \"1\"}}, vhost: \"0\"}}\n"
             f"workload: {{mode: io, duration_s: {duration_s}, warmup_s: {warmup_s}, generator: {generator}}}\n"
             "sweep:\n  guest.nics.*.rx_queue_size: [256, 1024]\nrepeat: 1\n")
+
+
+def ovs_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6) -> str:
+    """domains/ovs-pvp.yaml made short: OVS's PMD on CPU 0, the guest on CPU 1, a two-value sweep of
+    OVS's tx batching. OVS reserves its own hugepages; the guest runs without (as in ovs-pvp)."""
+    return (f"name: {name}\nbackend: embedded\ntopology: pvp\n"
+            "vswitch:\n  kind: ovs-dpdk\n  tx_flush_interval: 0\n  emc_insert_inv_prob: 100\n  smc: false\n"
+            "  rxq_assign: cycles\n  socket_mem_mib: 512\n"
+            "guest:\n  vcpus: 1\n  memory_mib: 512\n  hugepages: false\n  nics:\n"
+            + "    - {backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}\n" * 2
+            + "  pinning: {vcpus: {0: \"1\"}, vhost: \"0\"}\n"
+            f"workload: {{mode: io, burst: 32, packet_size: 64, duration_s: {duration_s}, warmup_s: {warmup_s}}}\n"
+            "sweep:\n  vswitch.tx_flush_interval: [0, 50]\nrepeat: 1\n")
 
 
 def guest_text(name: str) -> str:
@@ -90,9 +121,11 @@ class Outcome:
 
 def applicable(case: Case) -> str | None:
     """Why a case does not exist (None: it does)."""
-    if case.command in PLACEHOLDER:
-        return PLACEHOLDER_REASON
-    if case.command == "run" and case.phase == "commit":
+    if case.command in FLEET:
+        return FLEET_REASON
+    if case.command in OVS and not ovs_installed():
+        return "ovs-vswitchd-dpdk is not installed (openvswitch-switch-dpdk)"
+    if case.command in ("run", "ovs-run") and case.phase == "commit":
         return "labctl run stores nothing"
     if case.command == "ndr" and case.phase == "warm-up":
         return "an NDR search's measurements have no warm-up phase event"
@@ -105,7 +138,7 @@ def applicable(case: Case) -> str | None:
     return None
 
 
-def all_cases(commands=EMBEDDED + LIBVIRT + PLACEHOLDER) -> list[Case]:
+def all_cases(commands=EMBEDDED + LIBVIRT + OVS + FLEET) -> list[Case]:
     return [Case(c, s, p) for c in commands for s in SIGNALS for p in PHASES]
 
 
@@ -113,14 +146,14 @@ def _fault(case: Case, name: str) -> str:
     """LABCTL_FAULT for the case: the point, the signal, which occurrence, the delay into the phase."""
     sig = case.signal
     if case.phase == "commit":
-        return f"store.commit:{sig}:{2 if case.command == 'sweep' else 1}:0"
+        return f"store.commit:{sig}:{2 if case.command in SWEEPS else 1}:0"
     if case.phase == "teardown":
         return f"teardown:{sig}:2:0"  # mid-teardown: one resource removed, the rest still there
     if case.command == "up":
         return f"phase.defining and starting labctl-{name}:{sig}:1:0.5"
     if case.command == "ndr" and case.phase == "measure":
         return f"phase.searching NDR/PDR (mlrsearch):{sig}:1:1.5"
-    nth = 2 if case.command in ("sweep", "tune") else 1  # the second trial: one is stored before
+    nth = 2 if case.command in ("sweep", "tune", "ovs-sweep") else 1  # the second trial: one is stored before
     delay = {"setup": 0.3, "warm-up": 0.2, "measure": 0.5}[case.phase]
     if case.command == "guest":
         delay = {"setup": 3.0, "warm-up": 0.3, "measure": 0.8}[case.phase]
@@ -149,6 +182,8 @@ class Lab:
         self.profile = self.work / f"{self.name}.yaml"
         if case.command in ("up", "down", "guest"):
             text = guest_text(self.name)
+        elif case.command in OVS:
+            text = ovs_profile(self.name)
         else:
             text = embedded_profile(self.name, hugepages=case.command == "run")
         self.profile.write_text(text, encoding="utf-8")
@@ -165,6 +200,8 @@ class Lab:
             "up": [*base, "up", profile, "--mode", "workload", "--json"],
             "down": [*base, "down", self.name, *(["--uri", URI] if self.case.command in LIBVIRT else [])],
             "guest": [*base, "run", profile, "--json"],
+            "ovs-run": [*base, "run", profile, "--json"],
+            "ovs-sweep": [*base, "sweep", profile, "--db", str(self.db), "--json"],
         }[command] + list(extra)
 
     def call(self, argv: list[str], fault: str | None = None, timeout_s: float = 600.0) -> tuple[int, str]:
@@ -212,7 +249,25 @@ def leaks(lab: Lab) -> list[str]:
         found += [f"DPDK runtime dir {p}" for p in runtime.glob(f"labctl-{lab.name}*")]
     if lab.case.command in LIBVIRT:
         found += _libvirt_leaks(lab)
+    if lab.case.command in OVS:
+        found += _ovs_leaks(lab, found)
     return found
+
+
+def _ovs_leaks(lab: Lab, found: list[str]) -> list[str]:
+    """OVS daemons of the lab not already named: any ovsdb-server/ovs-vswitchd whose command line names
+    the lab's OVS directory (``ovs-NAME``; ovs-vswitchd runs in its own network namespace, which goes
+    with it, but its command line is visible from the host's). Their directory, vhost-user sockets,
+    hugetlbfs mount and files, and DPDK runtime directory are found by the checks in :func:`leaks`:
+    all are under the lab's run directory or named ``labctl-NAME-ovs-*``."""
+    more = []
+    for proc in psutil.process_iter(["cmdline", "name"]):
+        text = " ".join(proc.info.get("cmdline") or [])
+        if ("ovsdb-server" in text or "ovs-vswitchd" in text) and f"ovs-{lab.name}" in text:
+            entry = f"process {proc.pid} {proc.info.get('name')}"
+            if entry not in found:
+                more.append(f"OVS daemon {proc.pid} {proc.info.get('name')}")
+    return more
 
 
 def _libvirt_leaks(lab: Lab) -> list[str]:
@@ -276,7 +331,7 @@ def run_case(case: Case, work: Path, index: int) -> Outcome:
         clean_exit = code == EXIT[case.signal] and "Traceback" not in err and "internal error" not in err
         outcome.detail = f"exit {code}" + (f": {tail[-1][:160]}" if tail else "")
         before = store_state(lab.db)
-        if case.command == "sweep":
+        if case.command in SWEEPS:
             code2, err2 = lab.call(lab.argv("resume"))
         else:
             code2, err2 = lab.call(lab.argv("down"))
@@ -288,7 +343,7 @@ def run_case(case: Case, work: Path, index: int) -> Outcome:
         if not after["ok"]:
             outcome.leaks.append(f"store: {after.get('error', 'a trial is not whole or integrity_check failed')}")
         lost = len(set(before["done"]) - set(after["done"]))  # stored before the fault, gone after
-        if case.command == "sweep":
+        if case.command in SWEEPS:
             seqs = [seq for (_run, seq) in after["done"].values()]
             planned = after["runs"][0][2] if after["runs"] else 0
             lost += planned - len(set(seqs))  # plan entries without a finished trial after --resume

@@ -1,5 +1,6 @@
 """The fault matrix, reduced for CI: SIGINT, SIGTERM and kill -9 at each phase of run and sweep, a few of
-tune and ndr, and one of a libvirt guest's ``up``. ``python benchmarks/faults.py`` runs every case.
+tune and ndr, one of a libvirt guest's ``up``, and two of ``run`` with an OVS-DPDK vswitch (skipped
+where ovs-vswitchd-dpdk is not installed). ``python benchmarks/faults.py`` runs every case.
 
 After each fault the next labctl (``sweep --resume``, or ``labctl down``) leaves nothing of the lab,
 the store is whole, and a resumed sweep has exactly its plan (see tests/faults/harness.py)."""
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import Case, applicable, run_case
+from tests.faults.harness import Case, applicable, ovs_installed, run_case
 
 needs_dpdk = pytest.mark.skipif(shutil.which("dpdk-testpmd") is None, reason="dpdk-testpmd not installed")
 pytestmark = [pytest.mark.integration, pytest.mark.faults, needs_dpdk]
@@ -23,6 +24,8 @@ REDUCED = [Case(c, s, p) for c, s, p in [
     ("tune", "KILL", "measure"), ("ndr", "TERM", "measure"), ("ndr", "KILL", "commit"),
 ]]
 GUEST = [Case("up", "KILL", "setup")]
+OVS = [Case("ovs-run", "KILL", "measure"), Case("ovs-run", "TERM", "teardown")]
+needs_ovs = pytest.mark.skipif(not ovs_installed(), reason="openvswitch-switch-dpdk not installed")
 
 
 def _check(case: Case, tmp_path: Path) -> None:
@@ -42,4 +45,10 @@ def test_fault(case, tmp_path):
 @pytest.mark.skipif(not Path("/run/libvirt/libvirt-sock").exists(), reason="libvirtd is not running")
 @pytest.mark.parametrize("case", GUEST, ids=lambda c: c.key)
 def test_guest_fault(case, tmp_path):
+    _check(case, tmp_path)
+
+
+@needs_ovs
+@pytest.mark.parametrize("case", OVS, ids=lambda c: c.key)
+def test_ovs_fault(case, tmp_path):
     _check(case, tmp_path)
