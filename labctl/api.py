@@ -523,7 +523,7 @@ def check_view_format(fmt: str, what: str = "a comparison") -> None:
 
 def render_comparison(result, fmt: str = "table") -> str:
     """A comparison as text (``table``) or ``json``."""
-    from labctl.analysis.compare import render_comparison as text
+    from labctl.analysis.comparison_text import render_comparison as text
     from labctl.analysis.renderers import text_or_json
 
     return text_or_json(result, fmt, "a comparison", text)

@@ -64,13 +64,11 @@ Everything here is pure: records in, a :class:`Comparison` out (the bootstrap is
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
-from labctl.analysis.renderers import aligned
 from labctl.errors import UserError
 from labctl.analysis.statistics import DEFAULT_RESAMPLES, HIGH_CV, MIN_TRIALS, Delta, compare, summarize
 from labctl.host.steadiness import unsteady_warning
@@ -82,7 +80,7 @@ __all__ = [
     "DEFAULT_THRESHOLD_PCT", "CONFIDENCE", "VERDICTS", "CAUSES", "NOT_COMPARED", "EnvChange", "Side",
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
-    "render_comparison", "format_time", "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
+    "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
     "parse_run_id", "parse_threshold", "check_threshold", "compare_selections",
 ]
 
@@ -596,48 +594,3 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
         notes.append(busy)
     return Comparison(metric, threshold_pct, lower_is_better(metric), confidence, baseline_run or {"id": b_id},
                       candidate_run or {"id": c_id}, env_changes(baseline, candidate), items, notes)
-
-
-# --------------------------------------------------------------------------------------------------
-# text
-
-
-def format_time(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
-
-
-def _run_line(role: str, run: dict[str, Any]) -> str:
-    parts = [p for p in (run.get("profile_name"), run.get("host") and f"host {run['host']}",
-                         run.get("created_at") and format_time(run["created_at"]),
-                         run.get("db") and str(run["db"])) if p]
-    return f"{role} run {run.get('id')}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def render_comparison(comparison: Comparison) -> str:
-    """The comparison as text: the runs, what changed in their environments, one row per configuration,
-    the reason of every verdict but "no change", and notes."""
-    c = comparison
-    lines = [_run_line("baseline: ", c.baseline), _run_line("candidate:", c.candidate)]
-    if c.env_changes:
-        lines.append("environment changes:")
-        lines += [f"  {change.format()}" for change in c.env_changes]
-    else:
-        lines.append("environment changes: none (" + ", ".join(ENV_FIELDS) + " are the same)")
-    direction = "higher is worse" if c.lower_is_better else "higher is better"
-    lines.append(f"metric {c.metric} ({direction}); a regression's whole interval lies beyond "
-                 f"{'+' if c.lower_is_better else '-'}{c.threshold_pct:g}%")
-    lines.append("")
-    head = ["configuration", f"baseline {c.metric} [95% CI]", f"candidate {c.metric} [95% CI]",
-            f"change [{100 * c.confidence:.4g}% CI]", "verdict", "notes"]
-    body = [[item.label, item.baseline.format() if item.baseline else "-",
-             item.candidate.format() if item.candidate else "-", item.change, item.verdict, "; ".join(item.notes)]
-            for item in c.items]
-    lines.append(aligned(head, body))
-    why = [item for item in c.items if item.verdict != "no change"]
-    if why:
-        lines.append("")
-        lines += [f"{item.label}: {item.verdict}: {item.reason}" for item in why]
-    lines.append("")
-    lines.append(f"verdict: {c.summary()} -> exit {c.exit_code}")
-    lines += [f"note: {note}" for note in c.notes]
-    return "\n".join(lines)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from labctl.analysis.compare import Comparison, ConfigVerdict, render_comparison
+from labctl.analysis.compare import Comparison, ConfigVerdict
+from labctl.analysis.comparison_text import render_comparison
 
 
 def _testcase(suite: ET.Element, comparison: Comparison, item: ConfigVerdict, classname: str) -> None:

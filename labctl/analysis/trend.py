@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from labctl.analysis.compare import (
-    DEFAULT_THRESHOLD_PCT, EnvChange, Side, check_measured, delta_of, env_changes, family_confidence, format_time,
+    DEFAULT_THRESHOLD_PCT, EnvChange, Side, check_measured, delta_of, env_changes, family_confidence,
     judge, judged_trials, lower_is_better, metric_name, side_of,
 )
+from labctl.analysis.comparison_text import format_time
 from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
 from labctl.analysis.renderers import aligned
 from labctl.errors import UserError

@@ -8,8 +8,9 @@ import pytest
 
 from labctl.analysis.compare import (
     VERDICTS, check_measured, compare_runs, family_confidence, judge, lower_is_better, parse_run_id, parse_threshold,
-    render_comparison, repeats_needed,
+    repeats_needed,
 )
+from labctl.analysis.comparison_text import render_comparison
 from labctl.analysis.junit import junit_tree, write_junit
 from labctl.analysis.statistics import compare
 from labctl.errors import UserError
