@@ -12,17 +12,16 @@ are reached through here.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable
 
 from labctl import signals
-from labctl.errors import ProfileError, Problem, UserError, WorkloadError
+from labctl.errors import ProfileError, Problem, UserError
 from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
-from labctl.profile.load import LoadedProfile, load_profile, validate_data
+from labctl.profile.load import LoadedProfile, load_profile
 from labctl.results.access import ids_text, open_store, run_pair, run_trials
 from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord
 from labctl.results.store import Store
@@ -184,12 +183,8 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
     """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored;
     ``metric`` ``ndr``/``pdr``: each evaluation is an NDR/PDR search, the search maximises that rate."""
     from advisor.search import space_from_profile, tune as search
-    from labctl.measure.labs import LabSession, check_measurable
-    from labctl.measure.ndr import ndr_trial
-    from labctl.measure.session import open_session
-    from labctl.measure.sweep import base_data
-    from labctl.measure.trial import run_trial
-    from labctl.profile.knobs import with_knobs
+    from labctl.measure.labs import check_measurable
+    from labctl.measure.tune import run_tune
 
     check_budget(budget)
     if loaded.profile.workload.kind != "forward":
@@ -200,32 +195,9 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
     settings = _metric_search(loaded, metric)
     check_measurable(loaded.profile)
     space = space_from_profile(loaded.profile)
-    base = base_data(loaded)
-    profile = loaded.profile
-    with signals.stoppable(scope), open_session(db, profile.name, base, [], on_event=on_event) as session, \
-            LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
-
-        def evaluate(config: dict[str, Any]) -> Any:
-            trial = validate_data(with_knobs(copy.deepcopy(base), config), loaded.source)
-            with session.trial():
-                if settings is None:
-                    record = run_trial(trial, on_event=on_event, session=labs)
-                else:
-                    record, _result = ndr_trial(trial, settings, labs, lambda r: session.add(r), on_event)
-            session.add(record, entry={"config": config})
-            if settings is None:
-                return record
-            value = getattr(record.metrics, f"{metric}_mpps")
-            return value if record.status == "ok" else None
-
-        def step(item: Any) -> None:
-            notify(on_event, "step", run_id=session.run_id, done=item.step, total=budget, data=item)
-
-        try:
-            return search(space, evaluate, budget, seed, on_step=step)
-        finally:
-            if labs.boots:
-                session.store.update_run_info(session.run_id, **labs.info())
+    with signals.stoppable(scope):
+        return run_tune(loaded, db, lambda evaluate, step: search(space, evaluate, budget, seed, on_step=step),
+                        budget, settings, metric, on_event, wait)
 
 
 def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrsearch", precision: float = 0.005,
@@ -234,24 +206,11 @@ def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrse
     """NDR (no loss) and PDR (0.5% loss) of a profile's lab with MLRsearch (or ``search="binary"``), then
     latency at 10/50/90% of PDR; every trial of the search is stored in a new run. Returns the
     :class:`~labctl.measure.ndr.NdrResult` (``run_id`` set)."""
-    from labctl.measure.labs import LabSession, check_measurable
-    from labctl.measure.ndr import check_searchable, ndr_trial
-    from labctl.measure.session import open_session
-    from labctl.measure.sweep import base_data
+    from labctl.measure.ndr import run_ndr
 
     settings = search_settings(loaded, search, precision, final_trial_s, initial_trial_s, duration_sum_s)
-    profile = loaded.profile
-    check_searchable(profile, settings)
-    check_measurable(profile)
-    with signals.stoppable(scope), open_session(db, profile.name, base_data(loaded), [], on_event=on_event) as session, \
-            LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
-        record, result = ndr_trial(loaded, settings, labs, lambda r: session.add(r), on_event)
-        session.add(record)
-        if result is None:
-            raise WorkloadError(f"the NDR/PDR search failed: {record.error}")
-        result.run_id = session.run_id
-        session.store.update_run_info(session.run_id, ndr=result.to_dict())
-        return result
+    with signals.stoppable(scope):
+        return run_ndr(loaded, settings, db, on_event, wait)
 
 
 def search_settings(loaded: LoadedProfile, search: str = "mlrsearch", precision: float = 0.005,

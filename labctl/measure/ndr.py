@@ -335,3 +335,25 @@ def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Ca
         record.warnings.append(f"teardown could not remove: {'; '.join(failures)}")
     record.finished_at = time.time()
     return record, result
+
+
+def run_ndr(loaded: Any, settings: SearchSettings, db: Any, on_event: OnEvent | None = None,
+            wait: bool = True) -> NdrResult:
+    """``labctl ndr``: one configuration's NDR/PDR search in a new run of ``db``, every measurement
+    stored; the result (``run_id`` set) is also kept in the run's info."""
+    from labctl.measure.labs import LabSession, check_measurable
+    from labctl.measure.session import open_session
+    from labctl.measure.sweep import base_data
+
+    profile = loaded.profile
+    check_searchable(profile, settings)
+    check_measurable(profile)
+    with open_session(db, profile.name, base_data(loaded), [], on_event=on_event) as session, \
+            LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
+        record, result = ndr_trial(loaded, settings, labs, lambda r: session.add(r), on_event)
+        session.add(record)
+        if result is None:
+            raise WorkloadError(f"the NDR/PDR search failed: {record.error}")
+        result.run_id = session.run_id
+        session.store.update_run_info(session.run_id, ndr=result.to_dict())
+        return result
