@@ -20,7 +20,7 @@ demo: setup
 	@scripts/demo.sh
 
 test: setup
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra --durations=25 tests
 
 test-unit: setup
 	$(PY) -m pytest -q -ra tests/unit
