@@ -22,53 +22,28 @@ from labctl.dpdk.labgen import labgen_process
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
-from labctl.safefs import remove_stale
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.embedded.lab import EmbeddedLab
 from labctl.lab.embedded.vswitch import start_recorded
 from labctl.lab.hugepages import reserve
-from labctl.lab.ovs.switch import OvsSwitch, OvsWindow
+from labctl.lab.ovs.switch import OvsPvpHostSide
 
 
-class OvsEmbeddedLab(OvsWindow, EmbeddedLab):
+class OvsEmbeddedLab(OvsPvpHostSide, EmbeddedLab):
     """The embedded lab of ``plan`` with OVS-DPDK as its vswitch (``vswitch.kind: ovs-dpdk``)."""
 
     host_kind = "ovs"
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.switch: OvsSwitch | None = None
-
-    def gen_socket(self, index: int):
-        return self.plan.dirs.run / f"gen-{index}.sock"
 
     def start(self) -> None:
         plan, state = self.plan, self.state
         t0 = time.monotonic()
         state.make_dirs(plan.dirs.run, plan.dirs.log)
         mount = plan.dirs.hugetlbfs
-        pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
-        self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
-                                         socket_mem_mb=plan.vswitch.socket_mem_mb)
-        switch.start()  # reserves its own hugepages (OVS cannot run without them)
+        gen_sockets = self.start_switch(mount)  # OVS reserves its own hugepages (it cannot run without them)
         # the guest and the generator share the mount; their memory is reserved beside OVS's
         if reserve(state, mount, plan.embedded_hugepage_mb()) is None:
             raise WorkloadError("hugepages for the guest and the generator could not be reserved beside OVS's")
         self.hugepages = True
-        guest_sockets = [nic.socket for nic in plan.nics]
-        gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
-        for sock in guest_sockets + gen_sockets:
-            state.record("path", str(sock))
-            remove_stale(sock)
-        for nic, gen in zip(plan.nics, gen_sockets):
-            switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
-            switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)
-            switch.connect(f"gen{nic.index}", f"vm{nic.index}")  # before traffic: a burst meeting no flow is lost
-        knobs = dict(plan.vswitch.ovs)
-        if plan.vswitch.rxq_affinity:
-            knobs["pmd_rxq_affinity"] = {f"vm{i}": pins for i, pins in plan.vswitch.rxq_affinity.items()}
-        if knobs:
-            switch.configure(**knobs)
         self.timings["host_ready_s"] = time.monotonic() - t0
         self.guest = guest = guest_forwarder(plan, mount, server=True)
         vdevs = [f"net_virtio_user{i},path={devarg_path(sock)},queues={plan.generator.queues},queue_size=1024,server=1"
@@ -84,7 +59,7 @@ class OvsEmbeddedLab(OvsWindow, EmbeddedLab):
             self.pids["vswitch"] = start_recorded(state, self.vswitch)
             self.vswitch.wait_ready()
         guest.wait_ready()
-        switch.wait_connected()
+        self.switch.wait_connected()
         self.timings["guest_ready_s"] = time.monotonic() - t0
         self._telemetry = [Telemetry.connect(guest.eal.file_prefix)]
         if self.vswitch is not None:

@@ -22,10 +22,10 @@ from typing import Any
 from labctl.dpdk.eal import devarg_path
 from labctl.dpdk.labgen import labgen_process
 from labctl.errors import WorkloadError
-from labctl.safefs import qemu_gid, remove_stale
+from labctl.safefs import qemu_gid
 from labctl.lab.hugepages import reserve
 from labctl.lab.libvirt.guest import GuestLab
-from labctl.lab.ovs.switch import OvsSwitch, OvsWindow
+from labctl.lab.ovs.switch import OvsPvpHostSide
 
 LINK_TIMEOUT_S = 300.0  # TCG guests bring their ports up slowly
 
@@ -39,17 +39,10 @@ def _open_to_qemu(directory) -> None:
     os.chmod(directory, 0o770)  # make_dirs refused a symlink there; chmod cannot skip one on Linux
 
 
-class OvsGuestLab(OvsWindow, GuestLab):
+class OvsGuestLab(OvsPvpHostSide, GuestLab):
     """One libvirt guest of ``plan`` with OVS-DPDK and labgen as its host side."""
 
     own_host_side = False  # OVS and labgen are started here, not by GuestLab._boot_domain
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.switch: OvsSwitch | None = None
-
-    def gen_socket(self, index: int):
-        return self.plan.dirs.run / f"gen-{index}.sock"
 
     def boot(self) -> None:
         plan, state = self.plan, self.state
@@ -58,24 +51,8 @@ class OvsGuestLab(OvsWindow, GuestLab):
         state.make_dirs(plan.dirs.run, plan.dirs.log)
         _open_to_qemu(plan.dirs.run)
         mount = plan.dirs.hugetlbfs
-        pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
         self.phase("starting OVS-DPDK")
-        self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
-                                         socket_mem_mb=plan.vswitch.socket_mem_mb)
-        switch.start()
-        gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
-        for sock in [nic.socket for nic in plan.nics] + gen_sockets:
-            state.record("path", str(sock))
-            remove_stale(sock)
-        for nic, gen in zip(plan.nics, gen_sockets):
-            switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
-            switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)
-            switch.connect(f"gen{nic.index}", f"vm{nic.index}")
-        knobs = dict(plan.vswitch.ovs)
-        if plan.vswitch.rxq_affinity:
-            knobs["pmd_rxq_affinity"] = {f"vm{i}": pins for i, pins in plan.vswitch.rxq_affinity.items()}
-        if knobs:
-            switch.configure(**knobs)
+        gen_sockets = self.start_switch(mount)
         vdevs = [f"net_virtio_user{i},path={devarg_path(sock)},queues={plan.generator.queues},queue_size=1024,"
                  "server=1" for i, sock in enumerate(gen_sockets)]
         generator = labgen_process(vdevs, plan.generator.queues, f"{plan.file_prefix}-gen",
@@ -87,7 +64,7 @@ class OvsGuestLab(OvsWindow, GuestLab):
         generator.connect(timeout_s=60)
         t0 = self._boot_domain()  # QEMU makes the vm{i} sockets; OVS connects to them by itself
         self.phase("waiting for OVS's ports to labgen")
-        switch.wait_connected(timeout_s=LINK_TIMEOUT_S, ports=[f"gen{nic.index}" for nic in plan.nics])
+        self.switch.wait_connected(timeout_s=LINK_TIMEOUT_S, ports=[f"gen{nic.index}" for nic in plan.nics])
         self.host_side = ("labgen on net_virtio_user server ports -> OVS-DPDK (netdev bridge, dpdkvhostuserclient "
                           "ports; QEMU the vhost-user server) -> the guest")
         self.boot_s = self.timings["boot_s"] = time.monotonic() - t0

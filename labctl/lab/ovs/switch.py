@@ -374,3 +374,42 @@ class OvsWindow:
     def window_details(self) -> tuple[dict[str, Any], dict[str, float]]:
         """(details, scalar metrics) of the window: OVS's per-PMD and per-port statistics."""
         return self.switch.window() if self.switch is not None else ({}, {})
+
+
+class OvsPvpHostSide(OvsWindow):
+    """The host side both pvp labs behind OVS-DPDK build (the embedded lab and a libvirt guest): labctl's
+    OVS with a ``vm{i}`` and a ``gen{i}`` vhost-user client port per guest NIC, flows gen{i} <-> vm{i},
+    and the profile's OVS knobs; labgen then serves the ``gen-{i}.sock`` sockets."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.switch: OvsSwitch | None = None
+
+    def gen_socket(self, index: int) -> Path:
+        return self.plan.dirs.run / f"gen-{index}.sock"
+
+    def start_switch(self, mount: Path) -> list[Path]:
+        """Start the switch (it reserves its own hugepages on ``mount``), record and clear every socket
+        path, add the ports, connect them (before traffic: a burst meeting no flow is lost) and apply
+        the knobs; returns the generator's socket paths."""
+        from labctl.safefs import remove_stale
+
+        plan, state = self.plan, self.state
+        pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
+        self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
+                                         socket_mem_mb=plan.vswitch.socket_mem_mb)
+        switch.start()
+        gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
+        for sock in [nic.socket for nic in plan.nics] + gen_sockets:
+            state.record("path", str(sock))
+            remove_stale(sock)
+        for nic, gen in zip(plan.nics, gen_sockets):
+            switch.add_vhostuser_client(f"vm{nic.index}", nic.socket, n_rxq=nic.queues)
+            switch.add_vhostuser_client(f"gen{nic.index}", gen, n_rxq=plan.generator.queues)
+            switch.connect(f"gen{nic.index}", f"vm{nic.index}")
+        knobs = dict(plan.vswitch.ovs)
+        if plan.vswitch.rxq_affinity:
+            knobs["pmd_rxq_affinity"] = {f"vm{i}": pins for i, pins in plan.vswitch.rxq_affinity.items()}
+        if knobs:
+            switch.configure(**knobs)
+        return gen_sockets
