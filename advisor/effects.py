@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from labctl.analysis import statistics
+from labctl.analysis.pivot import SHORT_NAMES, TCP_RATES
 from labctl.results.record import TrialRecord
 
 from advisor.advice import show_value
@@ -30,6 +31,9 @@ __all__ = [
     "MIN_POOLED_TRIALS",
     "BAND_SHARE",
     "N_BOOT",
+    "Rate",
+    "FORWARDING",
+    "rate_of",
 ]
 
 #: A "lower loss" must at least halve the reference's median loss ratio; loss ratios scatter by tens of
@@ -50,6 +54,43 @@ BAND_SHARE = 0.25
 N_BOOT = 4000
 
 
+
+# --------------------------------------------------------------------------------------------------
+# the rate ranked
+
+
+@dataclass(frozen=True)
+class Rate:
+    """The rate the analysis ranks (higher is better) and its words: ``metric`` (the record's field the
+    cells hold), ``unit`` and ``verb`` for the rationale, whether a loss limit applies (forwarding
+    trials lose packets; TCP retransmits what its path drops), and the service demands (lower is better)
+    a recommendation quotes beside the rate."""
+
+    metric: str = "mpps"
+    unit: str = "Mpps"
+    verb: str = "forwarded"
+    loss_limited: bool = True
+    demands: tuple[str, ...] = ()
+
+    def show(self, x: float) -> str:
+        """A median of this rate: ``9.81`` Mpps, ``2.530`` Gbit/s, ``4357`` trans/s."""
+        if self.loss_limited:
+            return f"{x:.2f}"
+        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3f}"
+
+
+#: The forwarding rate (``mpps``, or an NDR/PDR rate the analysis holds in ``mpps``).
+FORWARDING = Rate()
+
+
+def rate_of(metric: str) -> Rate:
+    """The :class:`Rate` of ``metric``: a tcp kind's rate (:data:`labctl.analysis.pivot.TCP_RATES`, with
+    its service demands and no loss limit), else the forwarding rate."""
+    if metric in TCP_RATES:
+        return Rate(metric, SHORT_NAMES[metric], "reached", False, TCP_RATES[metric])
+    return FORWARDING
+
+
 # --------------------------------------------------------------------------------------------------
 # the analysis
 
@@ -65,6 +106,7 @@ class _Cell:
         self.loss: list[float | None] = []
         self.shares: list[dict[str, float]] = []
         self.configs: list[dict[str, Any]] = []
+        self.demands: dict[str, list[float]] = {}  # service demand -> the trials' values (tcp kinds)
         self.bimodal = False
         self._boot: dict[str, np.ndarray] = {}
 
@@ -133,7 +175,8 @@ class _Effects:
     cells with the verdicts "better", "worse" and "lower loss"."""
 
     def __init__(self, records: list[TrialRecord], refs: list[int], dims: list[Knob], max_loss: float,
-                 confidence: float, noise_floor_pct: float, seed: int):
+                 confidence: float, noise_floor_pct: float, seed: int, rate: Rate = FORWARDING):
+        self.rate = rate
         self.dims = dims
         self.max_loss = max_loss
         self.confidence = confidence
@@ -154,6 +197,10 @@ class _Effects:
             cell.loss.append(trial_loss(r))
             cell.shares.append(_drop_shares(r))
             cell.configs.append(r.config)
+            for metric in rate.demands:
+                value = getattr(r.metrics, metric)
+                if value is not None and math.isfinite(value):
+                    cell.demands.setdefault(metric, []).append(float(value))
             for i, (d, v) in enumerate(zip(dims, key)):
                 if (i, v) not in self.labels:
                     self.order[(i, v)] = len(self.order)
@@ -193,10 +240,13 @@ class _Effects:
     def band_reason(self) -> str:
         where = f"{len(self.bimodal_cells)} of {len(self.cells)} configurations landed in both"
         if self.band is not None:
-            text = (f"two bands at {self.band.low_median:.1f} and {self.band.high_median:.1f} Mpps ({where}): "
-                    "a median then depends on which band its runs hit")
+            text = (f"two bands at {self.band.low_median:.1f} and {self.band.high_median:.1f} {self.rate.unit} "
+                    f"({where}): a median then depends on which band its runs hit")
         else:
             text = f"two-band results ({where})"
+        if not self.rate.loss_limited:
+            return (text + "; check that the host's own speed is steady (labctl doctor --steadiness 20), keep "
+                    "other labs off its CPUs, then interleave and repeat")
         if self.pollers_apart:
             return (text + "; the vswitch PMD and the guest's forwarding cores already ran on separate CPUs in "
                     "every trial, so the bands come from the host itself: check its steadiness (labctl doctor "

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from labctl.analysis.pivot import SHORT_NAMES
+
 from advisor.advice import Inconclusive, Recommendation, _pct_loss, show_value
 from advisor.effects import MIN_REPEATS, N_BOOT, _Cell, _Effect, _Effects
 from advisor.facts import _DROP_CAUSES
@@ -131,6 +133,7 @@ class _Analysis(_Effects):
                                  f"({direct.format()} vs it)")
             text += self._loss_note(k, best, ref, loss_med)
             text += self._rejected_text(k, rejected, best, est, loss_med)
+            text += self._demand_text(k, best, usable)
             decision.recommendation = self._recommend(k, best, ref, "mpps", e, text, condition)
             decision.pick, decision.contrast = best, (best, ref, "mpps")
             return decision
@@ -168,7 +171,8 @@ class _Analysis(_Effects):
                 alt = max(lossy, key=lambda v: effects[v].est_pct)
                 le = lossy[alt]
                 text = (f"{self.label(k, ref)} is the fastest value within the {_pct_loss(self.max_loss)} loss "
-                        f"limit{keep}: {self.label(k, alt)} forwarded {effects[alt].format()} Mpps against it but lost "
+                        f"limit{keep}: {self.label(k, alt)} {self.rate.verb} {effects[alt].format()} {self.rate.unit} "
+                        "against it but lost "
                         f"{_pct_loss(loss_med[alt])} of packets against {_pct_loss(loss_med[ref])} (loss ratio "
                         f"{le.format()} with {self.label(k, ref)}, {self._strata_text(le, 'loss')})")
                 decision.recommendation = self._recommend(k, ref, alt, "loss_ratio", le, text, condition)
@@ -179,8 +183,10 @@ class _Analysis(_Effects):
                 pairs = [(b, a) for a, b in effects[alt].pairs]
                 e = self.rate_effect(pairs, conf)
                 text = (f"{self.label(k, ref)} is the fastest{keep}: {self.label(k, alt)}, the best alternative, "
-                        f"forwarded {effects[alt].format()} Mpps against it ({self._strata_text(effects[alt])})")
+                        f"{self.rate.verb} {effects[alt].format()} {self.rate.unit} against it "
+                        f"({self._strata_text(effects[alt])})")
                 text += self._loss_note(k, ref, alt, loss_med)
+                text += self._demand_text(k, ref, usable)
                 decision.recommendation = self._recommend(k, ref, alt, "mpps", e, text, condition)
                 decision.pick, decision.contrast = ref, (ref, alt, "mpps")
                 return decision
@@ -225,15 +231,45 @@ class _Analysis(_Effects):
     def _rate_text(self, k: int, value: Any, ref: Any, e: _Effect) -> str:
         med_a = float(np.median([x for a, _ in e.pairs for x in a.mpps]))
         med_b = float(np.median([x for _, b in e.pairs for x in b.mpps]))
-        return (f"{self.label(k, value)} forwarded {e.format()} Mpps against {self.label(k, ref)} "
-                f"(median {med_a:.2f} vs {med_b:.2f} Mpps; {self._strata_text(e)})")
+        unit = self.rate.unit
+        return (f"{self.label(k, value)} {self.rate.verb} {e.format()} {unit} against {self.label(k, ref)} "
+                f"(median {self.rate.show(med_a)} vs {self.rate.show(med_b)} {unit}; {self._strata_text(e)})")
 
     def _loss_note(self, k: int, value: Any, ref: Any, loss_med: dict[Any, float | None]) -> str:
+        if not self.rate.loss_limited:
+            return (f"; no loss limit applies: TCP retransmits what its path drops, so the values are ranked by "
+                    f"{self.rate.unit} alone")
         a, b = loss_med.get(value), loss_med.get(ref)
         if a is None or b is None:
             return ""
         limit = "within" if a <= self.max_loss else "above"
         return f"; median loss {_pct_loss(a)} vs {_pct_loss(b)} ({limit} the {_pct_loss(self.max_loss)} limit)"
+
+    def _demand_text(self, k: int, pick: Any, strata: list[dict[Any, _Cell]]) -> str:
+        """The service demands (lower is better) of ``pick`` against every other value, medians over the
+        trials of these strata, where the records carry them; empty for forwarding rates."""
+        values = sorted({v for s in strata for v in s}, key=lambda v: self.order[(k, v)])
+        parts = []
+        for metric in self.rate.demands:
+            med = {}
+            for v in values:
+                xs = [x for s in strata if v in s for x in s[v].demands.get(metric, [])]
+                if xs:
+                    med[v] = float(np.median(xs))
+            others = [v for v in values if v != pick and v in med]
+            if pick not in med or not others:
+                continue
+            if all(med[pick] < med[v] for v in others):
+                word = "lower"
+            elif all(med[pick] > med[v] for v in others):
+                word = "higher"
+            else:
+                word = "neither lower nor higher than every alternative"
+            against = ", ".join(f"{med[v]:.3g} with {self.label(k, v)}" for v in others)
+            parts.append(f"{SHORT_NAMES.get(metric, metric)} {med[pick]:.3g} against {against} ({word})")
+        if not parts:
+            return ""
+        return f"; service demand with {self.label(k, pick)} (median, lower is better): " + "; ".join(parts)
 
     def _rejected_text(self, k: int, rejected: list[Any], pick: Any, est: dict[Any, float],
                        loss_med: dict[Any, float | None]) -> str:
@@ -265,7 +301,7 @@ class _Analysis(_Effects):
             text = f"loss fell from {_pct_loss(b)} to {_pct_loss(a)} of packets with {self.label(k, value)}"
         text += (f" against {self.label(k, ref)} (loss ratio {le.format()}, {self._strata_text(le, 'loss')}); "
                  f"the rate {'did not change' if not self.better(rate) and not self.worse(rate) else 'changed'} "
-                 f"({rate.format()} Mpps)")
+                 f"({rate.format()} {self.rate.unit})")
         return text
 
     def _noise_reason(self, k: int, ref: Any, effects: dict[Any, _Effect], est: dict[Any, float],
@@ -276,7 +312,7 @@ class _Analysis(_Effects):
         e = effects[alt]
         cvs = [float(np.std(c.mpps, ddof=1) / np.mean(c.mpps)) for a, b in e.pairs for c in (a, b) if c.n >= 2]
         cv = float(np.median(cvs)) if cvs else None
-        text = (f"differences inside the noise: {self.label(k, alt)} {e.format()} Mpps against "
+        text = (f"differences inside the noise: {self.label(k, alt)} {e.format()} {self.rate.unit} against "
                 f"{self.label(k, ref)} ({self._strata_text(e)})")
         if cv is not None and cv > 0:
             z = norm.ppf(1 - (1 - self.confidence) / 2) + norm.ppf(POWER)
@@ -292,7 +328,7 @@ class _Analysis(_Effects):
                          "(`labctl doctor --steadiness 20` measures it) and repeat")
         for v in slower:
             if v != alt:
-                text += f"; {self.label(k, v)} is slower ({effects[v].format()} Mpps): avoid it"
+                text += f"; {self.label(k, v)} is slower ({effects[v].format()} {self.rate.unit}): avoid it"
         if len(acceptable) < len(est):
             text += "; " + ", ".join(f"{self.label(k, v)} lost {_pct_loss(loss_med[v])}" for v in est
                                      if v not in acceptable and loss_med.get(v) is not None)

@@ -30,6 +30,9 @@ __all__ = [
 CONDITION_KEYS = frozenset({
     "name", "backend", "uri", "repeat", "workload.mode", "workload.packet_size", "workload.duration_s",
     "workload.warmup_s",
+    # TCP: how many streams and which way they flow are the application's, not a setting to pick; the
+    # queue and pinning advice is given per session count, as the posts' tables have sessions as rows
+    "workload.kind", "workload.sessions", "workload.direction",
 })
 CONDITION_PREFIXES = ("workload.noisy.",)
 ENV_FIELDS = ("host", "accel", "lab")

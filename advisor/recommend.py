@@ -58,6 +58,14 @@ Method, per knob
    further: it only decides how a finding that passed is reported), the knob is reported per condition
    instead (e.g. queues 2 "with split pinning", inconclusive "with shared pinning").
 
+Kernel-stack trials (``workload.kind`` tcp_stream / tcp_rr): the rate ranked is the run's own,
+``bandwidth_gbps`` or ``transactions_per_s`` (:data:`TCP_METRICS`, higher is better), by the same steps;
+no loss limit applies (TCP retransmits what its path drops: step 4 accepts every value, and the rationale
+says so where a forwarding one gives the loss beside the limit). A recommendation (or keeping the
+reference) also quotes the median service demands (netperf's CPU per KB or per transaction, host and
+guest, lower is better) of its value against every other value, where the trials carry them; they
+inform, they do not decide.
+
 Platform limits: trials that ran ``tx_queue_size`` above 256 on a NIC whose backend is not vhost-user
 are mislabelled (QEMU caps tap and network at 256) and are left out with a warning; a recommendation of
 ``tx_queue_size`` above 256 is only ever made for vhost-user NICs (made conditional on the backend when
@@ -85,13 +93,15 @@ from labctl.results.record import TrialRecord
 from labctl.host.steadiness import unsteady_warning
 
 from labctl.analysis import statistics
+from labctl.analysis.pivot import TCP_RATES
 
 from advisor.advice import DEFAULT_MAX_LOSS, Advice, _pct_loss
+from advisor.effects import FORWARDING, Rate, rate_of
 from advisor.engine import CONFIDENCE, NOISE_FLOOR_PCT, _Analysis
 from advisor.facts import tx_ring_violation
 from advisor.knobs import Knob, knob_groups
 
-__all__ = ["advise", "RATE_METRICS"]
+__all__ = ["advise", "RATE_METRICS", "TCP_METRICS", "ADVISED_METRICS", "advised_metrics"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -101,6 +111,32 @@ __all__ = ["advise", "RATE_METRICS"]
 #: The rates the advisor ranks: the rate at the trial's load (``mpps``), or the highest rate with no loss
 #: (``ndr_mpps``) or at most 0.5% loss (``pdr_mpps``) an NDR/PDR search found.
 RATE_METRICS = ("mpps", "ndr_mpps", "pdr_mpps")
+
+#: The rates of the kernel-stack kinds (:data:`labctl.analysis.pivot.TCP_RATES`): ``bandwidth_gbps``
+#: (tcp_stream), ``transactions_per_s`` (tcp_rr); higher is better, no loss limit (TCP retransmits).
+TCP_METRICS = tuple(TCP_RATES)
+
+#: Every rate the advisor ranks.
+ADVISED_METRICS = RATE_METRICS + TCP_METRICS
+
+
+def advised_metrics(records: Iterable[TrialRecord]) -> tuple[str, ...]:
+    """The rates these trials can be ranked by: the tcp rates their successful trials measured (a
+    tcp_stream or tcp_rr run), else the forwarding rates (:data:`RATE_METRICS`)."""
+    records = [r for r in records if r.status == "ok"]
+    tcp = tuple(m for m in TCP_METRICS if any(getattr(r.metrics, m) is not None for r in records))
+    return tcp or RATE_METRICS
+
+
+def _as_tcp_rate(records: list[TrialRecord], metric: str) -> list[TrialRecord]:
+    """Records whose ``mpps`` is the tcp rate ``metric`` and that carry no loss (no loss limit applies
+    to TCP: it retransmits what its path drops), so the analysis ranks by the rate alone."""
+    out = []
+    for r in records:
+        metrics = r.metrics.model_copy(update={"mpps": getattr(r.metrics, metric), "loss_ratio": None, "drops": {},
+                                               "tx_dropped": None, "guest_tx_dropped": None})
+        out.append(r.model_copy(update={"metrics": metrics}))
+    return out
 
 
 def _as_rate(records: list[TrialRecord], metric: str) -> list[TrialRecord]:
@@ -128,17 +164,22 @@ def advise(
 
     ``trials``: records of any status (failed and aborted ones are counted in a warning and left out;
     paced trials the generator could not keep up with, too). ``metric``: the rate ranked
-    (:data:`RATE_METRICS`; for NDR/PDR the loss limit does not apply: those rates are at their loss goal).
-    Deterministic: the bootstrap is seeded with ``seed``. See the module docstring for the rules.
+    (:data:`ADVISED_METRICS`; for NDR/PDR the loss limit does not apply: those rates are at their loss
+    goal; nor for the tcp rates, whose recommendations also quote the service demands the trials
+    carry). Deterministic: the bootstrap is seeded with ``seed``. See the module docstring for the rules.
     """
-    if metric not in RATE_METRICS:
-        raise UserError(f"metric {metric}: not a rate the advisor ranks (allowed: {', '.join(RATE_METRICS)})")
+    if metric not in ADVISED_METRICS:
+        raise UserError(f"metric {metric}: not a rate the advisor ranks (allowed: {', '.join(ADVISED_METRICS)})")
     trials = list(trials)
     invalid = [r for r in trials if r.metrics.valid is False]
     trials = [r for r in trials if r.metrics.valid is not False]
-    if metric != "mpps":
+    rate = rate_of(metric)
+    if metric in TCP_METRICS:
+        trials = _as_tcp_rate(trials, metric)
+    elif metric != "mpps":
         trials = _as_rate(trials, metric)
-    advice = _advise(trials, max_loss, confidence=confidence, noise_floor_pct=noise_floor_pct, seed=seed)
+    advice = _advise(trials, max_loss, confidence=confidence, noise_floor_pct=noise_floor_pct, seed=seed,
+                     rate=rate)
     if invalid:
         advice.warnings.append(f"left out {len(invalid)} paced trials the generator could not keep up with "
                                "(invalid: it fell behind its schedule): they measure the generator, not the lab")
@@ -157,8 +198,9 @@ def _advise(
     confidence: float = CONFIDENCE,
     noise_floor_pct: float = NOISE_FLOOR_PCT,
     seed: int = 0,
+    rate: Rate = FORWARDING,
 ) -> Advice:
-    """The analysis of :func:`advise`, on records whose ``mpps`` is the rate ranked."""
+    """The analysis of :func:`advise`, on records whose ``mpps`` is the rate ranked (``rate`` its words)."""
     if not 0.0 <= max_loss <= 1.0:
         raise UserError(f"max loss {max_loss}: a loss ratio is between 0 and 1 (e.g. 0.001 for 0.1%)")
     records = list(trials)
@@ -196,7 +238,7 @@ def _advise(
     advice.warnings.extend(_environment_warnings(recs))
 
     dims = knob_groups(recs)
-    analysis = _Analysis(recs, refs, dims, max_loss, confidence, noise_floor_pct, seed)
+    analysis = _Analysis(recs, refs, dims, max_loss, confidence, noise_floor_pct, seed, rate)
     if analysis.bimodal_cells:
         advice.warnings.append(analysis.band_reason())
     high = [c for c in analysis.cells.values() if c.n >= 2 and not c.bimodal

@@ -373,14 +373,22 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
            host: str | None = None, metric: str | None = None):
     """Recommendations per knob from a run's trials, with evidence; refusals where the data cannot tell
     (comparisons stay within one host, accelerator and lab; ``host`` keeps one host's trials). ``metric``:
-    the rate ranked (``mpps``; ``ndr_mpps``/``pdr_mpps`` for a run of NDR/PDR searches, the default there)."""
+    the rate ranked (``mpps``; ``ndr_mpps``/``pdr_mpps`` for a run of NDR/PDR searches, the default there;
+    ``bandwidth_gbps``/``transactions_per_s`` for a tcp_stream/tcp_rr run, the default there, which takes
+    no ``max_loss``: no loss limit applies to TCP)."""
     from advisor.advice import DEFAULT_MAX_LOSS
-    from advisor.recommend import RATE_METRICS, advise as make_advice
+    from advisor.recommend import TCP_METRICS, advise as make_advice, advised_metrics
 
-    _run_id, records = trials(db, run, status=None, host=host)
+    run_id, records = trials(db, run, status=None, host=host)
+    allowed = advised_metrics(records)
     metric = metric or default_metric(records)
-    if metric not in RATE_METRICS:
-        raise UserError(f"--metric {metric}: not a rate the advisor ranks (allowed: {', '.join(RATE_METRICS)})")
+    if metric not in allowed:
+        kind = "tcp" if allowed[0] in TCP_METRICS else "forwarding"
+        raise UserError(f"--metric {metric}: not a rate the advisor ranks for run {run_id}'s {kind} trials "
+                        f"(allowed: {', '.join(allowed)})")
+    if metric in TCP_METRICS and max_loss is not None:
+        raise UserError(f"--max-loss {max_loss:g}: no loss limit applies to run {run_id}'s tcp trials (TCP "
+                        "retransmits what is lost; allowed: --max-loss only for forwarding runs)")
     return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
 
 
@@ -495,10 +503,10 @@ def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:
     return parse(assignments, "--config")
 
 
-def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str = "mpps",
+def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str | None = None,
           configs: Iterable[str] | None = None, host: str | None = None):
-    """``metric`` across every run of ``profile`` in the store, one row per run in the order they were
-    measured, per configuration (``configs``: ``KNOB=VALUE`` it must have) and host/accelerator/lab: the
+    """``metric`` (default: ``mpps``, or a tcp profile's own rate) across every run of ``profile`` in the
+    store, one row per run in the order they were measured, per configuration (``configs``: ``KNOB=VALUE`` it must have) and host/accelerator/lab: the
     median, its 95% CI, n, the change against the first run with its verdict, and the environment
     changes against the previous row (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials."""
     from labctl.analysis.trend import build_trend

@@ -64,3 +64,48 @@ def noisy(seed: int, medians: dict[int, float], cv: float, n: int) -> dict[int, 
 
     rng = np.random.default_rng(seed)
     return {rx: [float(v) for v in rng.normal(median, median * cv, n)] for rx, median in medians.items()}
+
+
+TCP_ENV = Environment(host="lab1", cores=2, kernel="6.1.0", accel="kvm", lab="libvirt", virtio_backend="vhost-net")
+
+
+def tcp_config(profile: str = "tcp-multiqueue", **knobs) -> dict:
+    """The flattened configuration of a shipped tcp profile (every default filled in, as a sweep stores
+    it) with ``knobs`` (``{"workload.sessions": 4}``) applied."""
+    from pathlib import Path
+
+    import yaml
+
+    from labctl.profile.knobs import flatten, with_knobs
+    from labctl.profile.schema import Profile
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / "domains" / f"{profile}.yaml").read_text())
+    data = Profile.model_validate(data).model_dump()
+    return flatten(Profile.model_validate(with_knobs(data, knobs)).model_dump())
+
+
+def tcp_records(medians: dict[tuple, tuple[float, float, float]], *, kind: str = "tcp_stream", n: int = 4,
+                cv: float = 0.03, seed: int = 0, knobs: tuple[str, ...] = ("workload.sessions", "workload.guest_queues"),
+                env: Environment = TCP_ENV) -> list[TrialRecord]:
+    """Planted trials of a tcp sweep: per configuration (a tuple of ``knobs`` values) the medians of its
+    rate (``bandwidth_gbps`` for tcp_stream, ``transactions_per_s`` for tcp_rr), host and guest service
+    demand; ``n`` interleaved repeats each, log-normal noise of coefficient of variation ``cv`` on all three."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sigma = math.sqrt(math.log(1.0 + cv * cv))
+    profile = "tcp-multiqueue" if kind == "tcp_stream" else "tcp-rr"
+    rate, per = ("bandwidth_gbps", "kb") if kind == "tcp_stream" else ("transactions_per_s", "tx")
+    configs = {key: tcp_config(profile, **dict(zip(knobs, key))) for key in medians}
+    out = []
+    for repeat in range(n):
+        for key, (value, sd_host, sd_guest) in medians.items():
+            draw = [float(x * rng.lognormal(-sigma * sigma / 2, sigma)) for x in (value, sd_host, sd_guest)]
+            metrics = Metrics(**{rate: draw[0], f"service_demand_host_us_per_{per}": draw[1],
+                                 f"service_demand_guest_us_per_{per}": draw[2]}, retransmits=0, window_s=5.0)
+            tid = len(out) + 1
+            out.append(TrialRecord(id=tid, run_id=1, config=configs[key], env=env, metrics=metrics,
+                                   repeat_index=repeat, started_at=1700000000.0 + 10.0 * tid))
+    return out

@@ -28,11 +28,15 @@ SHORT_NAMES = {
     "host_cpu_cores": "host CPUs", "guest_cpu_cores": "guest CPUs", "retransmits": "retrans", "mpps": "Mpps",
     "ndr_mpps": "NDR Mpps", "pdr_mpps": "PDR Mpps",
 }
+#: The kernel-stack (``workload.kind`` tcp_stream, tcp_rr) rates, higher is better, each with its service
+#: demands (netperf's: CPU per KB or per transaction, lower is better) on the host and in the guest.
+TCP_RATES = {
+    "bandwidth_gbps": ("service_demand_host_us_per_kb", "service_demand_guest_us_per_kb"),
+    "transactions_per_s": ("service_demand_host_us_per_tx", "service_demand_guest_us_per_tx"),
+}
 #: What a report shows when no --metric is given, by the kind of trials.
 DEFAULT_METRICS = (
-    ("bandwidth_gbps", ("bandwidth_gbps", "service_demand_host_us_per_kb", "service_demand_guest_us_per_kb")),
-    ("transactions_per_s", ("transactions_per_s", "service_demand_host_us_per_tx",
-                            "service_demand_guest_us_per_tx")),
+    *((rate, (rate, *demands)) for rate, demands in TCP_RATES.items()),
     ("mpps", ("mpps",)),
     ("ndr_mpps", ("ndr_mpps", "pdr_mpps")),  # a run of NDR/PDR searches
 )

@@ -27,6 +27,7 @@ from labctl.analysis.compare import (
 )
 from labctl.analysis.comparison_text import format_time
 from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
+from labctl.analysis.pivot import TCP_RATES, default_metrics
 from labctl.analysis.renderers import aligned
 from labctl.errors import UserError
 from labctl.profile.knobs import short_label
@@ -81,17 +82,21 @@ def _select(records: list[TrialRecord], profile: str, selection: dict[str, Any])
     return records
 
 
-def build_trend(records: Sequence[TrialRecord], profile: str, metric: str = "mpps",
+def build_trend(records: Sequence[TrialRecord], profile: str, metric: str | None = None,
                 selection: dict[str, Any] | None = None, run_times: dict[int, float] | None = None,
                 threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Trend:
     """The trend of ``metric`` over the runs of ``profile`` among ``records`` (every trial of a store, any
     status). ``selection``: knob -> value the configurations must have; ``run_times``: run id -> its
-    creation time, for runs whose trials have no start time."""
+    creation time, for runs whose trials have no start time. ``metric`` None: the profile's tcp rate
+    (``bandwidth_gbps`` or ``transactions_per_s``) for a tcp_stream/tcp_rr profile, else ``mpps``."""
     selection = selection or {}
     profiles = sorted({str(r.config.get("name")) for r in records if r.config.get("name") is not None})
     mine = [r for r in records if r.config.get("name") == profile]
     if not mine:
         raise UserError(f"--trend {profile}: no trials of that profile (allowed: {', '.join(profiles) or 'none'})")
+    if metric is None:
+        own = default_metrics(mine)[0]
+        metric = own if own in TCP_RATES else "mpps"
     check_measured(metric, [mine], f"the trials of {profile}")
     metric = metric_name(metric)  # ndr -> ndr_mpps
     mine = _select(judged_trials(mine), profile, selection)

@@ -21,8 +21,10 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
            max_loss: Optional[float] = typer.Option(None, "--max-loss",
                                                     help="acceptable median loss ratio (default 0.001)"),
            host: Optional[str] = typer.Option(None, "--host", help="only this host's trials"),
-           metric: Optional[str] = typer.Option(None, "--metric", help="mpps | ndr_mpps | pdr_mpps (default: "
-                                                                       "what the run measured)"),
+           metric: Optional[str] = typer.Option(None, "--metric",
+                                                help="mpps | ndr_mpps | pdr_mpps; bandwidth_gbps | "
+                                                     "transactions_per_s for tcp runs (default: what the run "
+                                                     "measured)"),
            as_json: bool = typer.Option(False, "--json")) -> None:
     """Recommend settings from measured trials, with evidence; or plan pinning before measuring."""
     if plan is not None:

@@ -43,7 +43,7 @@ def report(db: Path = DB, run: Optional[int] = RUN,
         if metric and len(metric) > 1:
             raise UserError("--metric: a trend follows one metric (given several)")
         api.check_view_format(fmt, "a trend")
-        typer.echo(api.render_trend(api.trend(db, trend, metric[0] if metric else "mpps", config, host), fmt))
+        typer.echo(api.render_trend(api.trend(db, trend, metric[0] if metric else None, config, host), fmt))
         return
     if config:
         raise UserError("--config: only with --trend PROFILE (allowed: --trend PROFILE --config KNOB=VALUE)")
