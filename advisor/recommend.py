@@ -13,8 +13,8 @@ varying ``guest.pinning.*`` keys are one knob, ``guest.pinning``, whose values a
 (split: the vswitch PMD CPU runs no vCPU; shared: it does). Keys that describe the workload or the
 measurement rather than a tuning choice (:data:`advisor.knobs.CONDITION_KEYS`: packet size, forwarding
 mode, durations, the profile name, the TCP workload kind, sessions and direction...) and the
-environment (host, accelerator) are never recommended; they only split the data (a comparison never mixes packet sizes or hosts) and may be the *condition*
-of a recommendation.
+environment (host, accelerator) are never recommended; they only split the data (a comparison never
+mixes packet sizes or hosts) and may be the *condition* of a recommendation.
 
 Method, per knob
 ----------------
