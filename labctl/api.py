@@ -23,7 +23,7 @@ from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile
 from labctl.results.access import ids_text, open_store, run_pair, run_trials
-from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord
+from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
 from labctl.signals import CancelScope
 
@@ -442,7 +442,7 @@ def check_threshold(threshold_pct: float) -> None:
 
 
 def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: int | str | None = None,
-            metric: str = "mpps", threshold_pct: float | str | None = None, junit: str | Path | None = None,
+            metric: str | None = None, threshold_pct: float | str | None = None, junit: str | Path | None = None,
             baseline_db: str | Path | None = None):
     """A candidate run against a baseline run, configuration by configuration: the change of ``metric``
     with its interval and a verdict (regression, progression, no change, cannot tell with the reason),
@@ -451,7 +451,8 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     newest); ``baseline``: a run of ``baseline_db`` (default ``db``; its newest run when it is another
     store, required when it is the same); run ids and ``threshold_pct`` may be given as text (a face's
     argument), checked here. ``threshold_pct`` defaults to 5. ``metric``: a scalar metric, or ``ndr`` /
-    ``pdr`` (``ndr_mpps`` / ``pdr_mpps`` of NDR runs). ``junit``: also write a JUnit XML report there.
+    ``pdr`` (``ndr_mpps`` / ``pdr_mpps`` of NDR runs); by default the candidate's own rate
+    (:func:`default_metric`: mpps, ndr_mpps, bandwidth_gbps or transactions_per_s). ``junit``: also write a JUnit XML report there.
     Every argument is checked before any work."""
     from labctl.analysis.compare import (
         DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, parse_run_id, parse_threshold,
@@ -474,6 +475,7 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     if junit is not None:
         check_writable(Path(junit), "--junit")
     (base_run, base_records), (cand_run, cand_records), where = run_pair(db, baseline, candidate, baseline_db)
+    metric = metric or default_metric(judged_trials(cand_records))
     check_measured(metric, [base_records, cand_records], where)
     result = compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run)
     if junit is not None:

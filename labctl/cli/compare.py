@@ -18,8 +18,10 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
                                                     help="candidate run id (default: the newest of --db)"),
             baseline_db: Optional[Path] = typer.Option(None, "--baseline-db",
                                                        help="store of the baseline run (default: --db)"),
-            metric: str = typer.Option("mpps", "--metric",
-                                       help="metric to compare (mpps, ndr, pdr, gbps, loss_ratio, latency_p99_us, ...)"),
+            metric: Optional[str] = typer.Option(None, "--metric",
+                                                 help="metric to compare (mpps, ndr, pdr, gbps, loss_ratio, "
+                                                      "latency_p99_us, bandwidth_gbps, ...; default: the "
+                                                      "candidate's own rate)"),
             threshold: Optional[str] = typer.Option(None, "--threshold", metavar="PCT",
                                                       help="smallest change that counts, in per cent (default 5)"),
             as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON"),

@@ -109,3 +109,21 @@ def test_report_trend_marks_the_version_change(cli, db):
 def test_report_trend_bad_input_exit_2(cli, db, args, words):
     code, _, err = cli("report", "--db", str(db), *args)
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_tcp_run_is_compared_by_its_own_rate_without_metric(cli, tmp_path):
+    """Without --metric a tcp_stream candidate is judged on bandwidth_gbps (a tcp trial has no mpps): a second
+    guest queue 20% slower is a regression of that configuration, the other is unchanged."""
+    from tests.factories import tcp_records
+
+    base = {(1, 1): (1.0, 10.0, 9.0), (1, 2): (1.3, 8.0, 7.0)}
+    slower = {(1, 1): (1.0, 10.0, 9.0), (1, 2): (1.04, 8.0, 7.0)}
+    db = tmp_path / "tcp.db"
+    add_run(db, tcp_records(base, n=8, cv=0.02, seed=1), name="tcp-multiqueue")
+    add_run(db, tcp_records(slower, n=8, cv=0.02, seed=2), name="tcp-multiqueue")
+    code, out, err = cli("compare", "--db", str(db), "--baseline", "1", "--candidate", "2", "--json")
+    data = json.loads(out)
+    assert code == 1, err
+    assert data["metric"] == "bandwidth_gbps" and data["counts"]["regression"] == 1
+    (bad,) = [v for v in data["verdicts"] if v["verdict"] == "regression"]
+    assert "guest_queues=2" in bad["label"]
