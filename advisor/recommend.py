@@ -128,25 +128,14 @@ def advised_metrics(records: Iterable[TrialRecord]) -> tuple[str, ...]:
     return tcp or RATE_METRICS
 
 
-def _as_tcp_rate(records: list[TrialRecord], metric: str) -> list[TrialRecord]:
-    """Records whose ``mpps`` is the tcp rate ``metric`` and that carry no loss (no loss limit applies
-    to TCP: it retransmits what its path drops), so the analysis ranks by the rate alone."""
+def _as_rate(records: list[TrialRecord], metric: str, loss: float | None) -> list[TrialRecord]:
+    """Records whose ``mpps`` is ``metric`` and whose loss is ``loss``, so the analysis ranks by that rate
+    alone: 0.0 for an NDR/PDR rate (at its loss goal by construction: no loss left to weigh), None for
+    a tcp rate (no loss limit applies to TCP: it retransmits what its path drops)."""
     out = []
     for r in records:
-        metrics = r.metrics.model_copy(update={"mpps": getattr(r.metrics, metric), "loss_ratio": None, "drops": {},
+        metrics = r.metrics.model_copy(update={"mpps": getattr(r.metrics, metric), "loss_ratio": loss, "drops": {},
                                                "tx_dropped": None, "guest_tx_dropped": None})
-        out.append(r.model_copy(update={"metrics": metrics}))
-    return out
-
-
-def _as_rate(records: list[TrialRecord], metric: str) -> list[TrialRecord]:
-    """Records whose ``mpps`` is ``metric`` (an NDR/PDR rate is at its loss goal by construction: no loss
-    left to weigh), so the analysis ranks by it; other records stay as they are."""
-    out = []
-    for r in records:
-        value = getattr(r.metrics, metric)
-        metrics = r.metrics.model_copy(update={"mpps": value, "loss_ratio": 0.0, "drops": {}, "tx_dropped": None,
-                                               "guest_tx_dropped": None})
         out.append(r.model_copy(update={"metrics": metrics}))
     return out
 
@@ -175,9 +164,9 @@ def advise(
     trials = [r for r in trials if r.metrics.valid is not False]
     rate = rate_of(metric)
     if metric in TCP_METRICS:
-        trials = _as_tcp_rate(trials, metric)
+        trials = _as_rate(trials, metric, None)
     elif metric != "mpps":
-        trials = _as_rate(trials, metric)
+        trials = _as_rate(trials, metric, 0.0)
     advice = _advise(trials, max_loss, confidence=confidence, noise_floor_pct=noise_floor_pct, seed=seed,
                      rate=rate)
     if invalid:
