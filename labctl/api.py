@@ -22,7 +22,7 @@ from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile
-from labctl.results.access import ids_text, open_store, run_pair, run_trials
+from labctl.results.access import ids_text, open_store, run_trials
 from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
 from labctl.signals import CancelScope
@@ -237,6 +237,13 @@ def replay(path: str | Path, budget: int, seed: int = 0):
 
 # --- results ------------------------------------------------------------------------------------------
 
+def _store(db: str | Path, option: str = "--db") -> Store:
+    db = Path(db)
+    if not db.exists():
+        raise UserError(f"{option} {db}: no such result store (run `labctl sweep` or `labctl import` first)")
+    return Store(db)
+
+
 def check_writable(out: Path, option: str = "--out") -> None:
     """``out`` must name a file in an existing, writable directory (checked before any work)."""
     if not can_create(out):
@@ -247,6 +254,36 @@ def runs(db: str | Path) -> list[dict[str, Any]]:
     """Every run of the store, oldest first, with its trial counts."""
     with open_store(db) as store:
         return store.runs()
+
+
+def resolve_run(db: str | Path, value: int | str | None, option: str = "--run", exclude: int | None = None,
+                db_option: str = "--db") -> int | None:
+    """A run given as an id or a name (a face's text): the id. A whole number is an id (checked where
+    the run is read); any other text names runs by their name, which is the profile's name for a run
+    labctl measured and ``labctl import --name`` for an imported one. A name that several runs carry
+    means the newest of them (a baseline accepted again under the same name replaces the older one),
+    ``exclude`` left out (compare's candidate, when the baseline is looked up in the same store).
+    ``None`` stays ``None`` (the caller's default run). An unknown name is a UserError naming the ids and
+    names ``db`` holds."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    with _store(db, db_option) as store:
+        listed = store.runs()
+    if text:
+        named = [r["id"] for r in listed if r["profile_name"] == text and r["id"] != exclude]
+        if named:
+            return named[-1]
+    ids = ids_text([r["id"] for r in listed])
+    names = list(dict.fromkeys(r["profile_name"] for r in reversed(listed) if r["profile_name"]))
+    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
+    what = "no run of that name" if text else "empty"
+    if text and exclude is not None and any(r["profile_name"] == text for r in listed):
+        what = f"only the candidate run {exclude} has that name"
+    raise UserError(f"{option} {value}: {what} in {db} (allowed: a run id, {ids}; or a run name, "
+                    f"newest first: {shown or 'none'})")
 
 
 def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
@@ -324,9 +361,15 @@ def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> st
     return text
 
 
-def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
+#: What ``labctl plot --by`` takes for "no grouping" (besides leaving it out).
+NO_GROUPING = ("", "none")
+
+
+def plot(by: str | None, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
          metric: str | None = None, host: str | None = None) -> Path:
-    """A PNG of medians with 95% intervals against one knob, one series per combination of the others."""
+    """A PNG of medians with 95% intervals against one knob, one series per combination of the others.
+    ``by`` None, empty or ``none``: no grouping, a point per configuration (a run with one varying knob
+    is still plotted against it: that is the same plot with the knob's name on the axis)."""
     from labctl.analysis.plot import plot_report
     from labctl.analysis.report import build_report
 
@@ -336,6 +379,8 @@ def plot(by: str, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None 
     check_writable(out)
     if metric is not None:
         _check_metric(metric)
+    if by is not None and by.strip().lower() in NO_GROUPING:
+        by = None
     run_id, records = trials(db, run, host=host)
     return plot_report(build_report(records, by, run_id, metric or default_metric(records)), out)
 
@@ -352,14 +397,16 @@ def import_trials(file: str | Path, db: str | Path = DEFAULT_DB, name: str | Non
 EXPORT_FORMATS = ("jsonl", "csv")
 
 
-def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl", run: int | None = None) -> int:
-    """Write trials as JSON lines (the import format) or CSV; returns how many."""
+def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl", run: int | str | None = None) -> int:
+    """Write trials as JSON lines (the import format) or CSV; returns how many. ``run``: an id or a name
+    (:func:`resolve_run`); None: every run."""
     from labctl.results.interchange import export_csv, export_jsonl
 
     if fmt not in EXPORT_FORMATS:
         raise UserError(f"--format {fmt}: not an export format (allowed: {', '.join(EXPORT_FORMATS)})")
     if isinstance(out, (str, Path)):
         check_writable(Path(out))
+    run = resolve_run(db, run)
     writer = export_jsonl if fmt == "jsonl" else export_csv
     with open_store(db) as store:
         if run is not None:
@@ -441,6 +488,22 @@ def check_threshold(threshold_pct: float) -> None:
     check(threshold_pct)
 
 
+def _run_and_trials(db: str | Path, run: int | None, option: str,
+                    db_option: str = "--db") -> tuple[dict[str, Any], list[TrialRecord]]:
+    """(the run's facts, its trials of every status): ``run``, or the newest run of ``db``."""
+    with _store(db, db_option) as store:
+        ids = [r["id"] for r in store.runs()]
+        if run is None and not ids:
+            raise UserError(f"{db_option} {db}: holds no runs")
+        run = ids[-1] if run is None else run
+        if run not in ids:
+            raise UserError(f"{option} {run}: no such run in {db} (allowed: {ids_text(ids)})")
+        info = store.run(run)
+        records = store.trials(run, status=None)
+    keys = ("id", "profile_name", "host", "created_at", "status")
+    return {**{k: info[k] for k in keys}, "db": str(db)}, records
+
+
 def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: int | str | None = None,
             metric: str | None = None, threshold_pct: float | str | None = None, junit: str | Path | None = None,
             baseline_db: str | Path | None = None):
@@ -449,35 +512,52 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     the environment changes between the runs, and ``exit_code`` 1 when any configuration regressed
     (:mod:`labctl.analysis.compare` holds the rules). ``candidate``: a run of ``db`` (default: the
     newest); ``baseline``: a run of ``baseline_db`` (default ``db``; its newest run when it is another
-    store, required when it is the same); run ids and ``threshold_pct`` may be given as text (a face's
-    argument), checked here. ``threshold_pct`` defaults to 5. ``metric``: a scalar metric, or ``ndr`` /
-    ``pdr`` (``ndr_mpps`` / ``pdr_mpps`` of NDR runs); by default the candidate's own rate
-    (:func:`default_metric`: mpps, ndr_mpps, bandwidth_gbps or transactions_per_s). ``junit``: also write a JUnit XML report there.
-    Every argument is checked before any work."""
+    store, required when it is the same). Either run may be given by its id or its name
+    (:func:`resolve_run`: the newest run of that name; in one store the baseline's name never resolves
+    to the candidate itself). Run ids and ``threshold_pct`` may be given as text (a face's argument),
+    checked here. ``threshold_pct`` defaults to 5. ``metric``: a scalar metric, or ``ndr`` / ``pdr``
+    (``ndr_mpps`` / ``pdr_mpps`` of NDR runs); by default the candidate's own rate (:func:`default_metric`).
+    ``junit``: also write a JUnit XML report there. Every
+    argument is checked before any work, and two runs none of whose configurations recur in the other
+    (another profile, other axes) are refused: such a comparison has nothing to judge, and a CI job
+    would pass on it without a verdict."""
     from labctl.analysis.compare import (
-        DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, parse_run_id, parse_threshold,
+        DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, parse_threshold,
     )
     from labctl.analysis.junit import write_junit
-    from labctl.errors import LabError
 
-    def run_ids(path: str | Path) -> str:
-        try:
-            return ids_text([r["id"] for r in runs(path)])
-        except LabError:
-            return "a run id of the store, a whole number"
-
-    baseline = parse_run_id(baseline, "--baseline", run_ids(db if baseline_db is None else baseline_db)) \
-        if isinstance(baseline, str) else baseline
-    candidate = parse_run_id(candidate, "--candidate", run_ids(db)) if isinstance(candidate, str) else candidate
+    base_db = Path(db if baseline_db is None else baseline_db)
+    base_option = "--db" if baseline_db is None else "--baseline-db"
+    same = base_db.resolve() == Path(db).resolve()
     threshold_pct = parse_threshold(threshold_pct)
     threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
     check_threshold(threshold_pct)
     if junit is not None:
         check_writable(Path(junit), "--junit")
-    (base_run, base_records), (cand_run, cand_records), where = run_pair(db, baseline, candidate, baseline_db)
+    candidate = resolve_run(db, candidate, "--candidate")
+    if same and baseline is None:
+        ids = [r["id"] for r in runs(db)]
+        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
+                        f"of {db}: {ids_text(ids)}; or --baseline-db another store)")
+    newest = (runs(db) or [{"id": None}])[-1]["id"] if same and candidate is None else candidate
+    baseline = resolve_run(base_db, baseline, "--baseline", exclude=newest if same else None, db_option=base_option)
+    cand_run, cand_records = _run_and_trials(db, candidate, "--candidate")
+    base_run, base_records = _run_and_trials(base_db, baseline, "--baseline", base_option)
+    if same and base_run["id"] == cand_run["id"]:
+        others = [i for i in (r["id"] for r in runs(db)) if i != cand_run["id"]]
+        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
+                        f"{ids_text(others)})")
+    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
+             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
     metric = metric or default_metric(judged_trials(cand_records))
     check_measured(metric, [base_records, cand_records], where)
     result = compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run)
+    if result.items and all(item.cause == "unpaired" for item in result.items):
+        note = next((n for n in result.notes if n.startswith("no configuration")), "")
+        differ = note.partition("knobs that differ: ")[2]
+        raise UserError(f"--baseline {base_run['id']}: none of its configurations recurs in candidate run "
+                        f"{cand_run['id']}{', knobs that differ: ' + differ if differ else ''} (allowed: a "
+                        "baseline run of the candidate's profile and configurations)")
     if junit is not None:
         write_junit(result, junit)
     return result

@@ -13,9 +13,9 @@ from labctl.cli.output import say
 
 def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store of the candidate run"),
             baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN",
-                                                   help="baseline run id (default with --baseline-db: its newest)"),
+                                                   help="baseline run: an id or a name (default with --baseline-db: its newest)"),
             candidate: Optional[str] = typer.Option(None, "--candidate", metavar="RUN",
-                                                    help="candidate run id (default: the newest of --db)"),
+                                                    help="candidate run: an id or a name (default: the newest of --db)"),
             baseline_db: Optional[Path] = typer.Option(None, "--baseline-db",
                                                        help="store of the baseline run (default: --db)"),
             metric: Optional[str] = typer.Option(None, "--metric",
@@ -30,8 +30,9 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
             ) -> None:
     """Compare a candidate run with a baseline run: per configuration the change with its interval and a
     verdict; exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input.
-    Run ids and the threshold are taken as text and checked by the api, so a bad one is one line naming
-    the allowed values (not click's usage block)."""
+    A run is named by its id or its name (a profile's name, or `labctl import --name`; the newest run of
+    that name). Runs and the threshold are taken as text and checked by the api, so a bad one is one line
+    naming the allowed values (not click's usage block)."""
     result = api.compare(db, baseline, candidate, metric, threshold, junit, baseline_db)
     typer.echo(api.render_comparison(result, "json" if as_json else "table"))
     if junit is not None:

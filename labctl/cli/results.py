@@ -59,11 +59,14 @@ def report(db: Path = DB, run: Optional[int] = RUN,
                                  terminal_plot=plot))
 
 
-def plot(by: str = typer.Option(..., "--by", help="knob on the x axis"),
+def plot(by: Optional[str] = typer.Option(None, "--by",
+                                          help="knob on the x axis; none (or left out): no grouping, a point per "
+                                               "configuration (a run with one varying knob plots against it)"),
          out: Path = typer.Option(..., "--out", help="PNG file to write"),
          db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
          metric: Optional[str] = typer.Option(None, "--metric"), host: Optional[str] = HOST) -> None:
-    """Plot medians with 95% intervals against one knob, one series per combination of the others."""
+    """Plot medians with 95% intervals against one knob, one series per combination of the others; without
+    --by (or --by none), a point per configuration."""
     typer.echo(f"wrote {api.plot(by, out, db, run, metric, host)}")
 
 
@@ -74,7 +77,8 @@ def import_trials(file: Path, db: Path = DB,
     typer.echo(f"imported {count} trials as run {run_id} into {db}")
 
 
-def export_trials(db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
+def export_trials(db: Path = DB, run: Optional[str] = typer.Option(None, "--run", metavar="RUN",
+                                                                   help="one run, by id or name (default: every run)"),
                   fmt: str = typer.Option("jsonl", "--format", help="jsonl | csv"),
                   out: Optional[Path] = typer.Option(None, "--out", help="file (default: standard output)")) -> None:
     """Write trials as JSON lines (the import format) or CSV."""

@@ -1,5 +1,5 @@
 """A face's way into a result store: open one by its path (with the one message for a missing store),
-pick a run by id (or the newest), read its trials, keep one host's, resolve a baseline/candidate pair.
+pick a run by id (or the newest), read its trials, keep one host's.
 
 Every error is a :class:`~labctl.errors.UserError` naming the option (``--db``, ``--baseline``,
 ``--host``, ...) and the allowed values. :mod:`labctl.api` calls these; nothing here creates a store.
@@ -14,7 +14,7 @@ from labctl.errors import UserError
 from labctl.results.record import TrialRecord, judged_trials
 from labctl.results.store import Store
 
-__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "run_pair"]
+__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host"]
 
 RUN_KEYS = ("id", "profile_name", "host", "created_at", "status")  # a run's facts a comparison shows
 
@@ -81,23 +81,3 @@ def run_and_trials(db: str | Path, run: int | None, option: str) -> tuple[dict[s
         info = store.run(run)
         records = store.trials(run, status=None)
     return {**{k: info[k] for k in RUN_KEYS}, "db": str(db)}, records
-
-
-def run_pair(db: str | Path, baseline: int | None, candidate: int | None, baseline_db: str | Path | None = None):
-    """The runs a comparison reads: ((baseline facts, trials), (candidate facts, trials), a phrase naming
-    both). The candidate is a run of ``db`` (default: its newest); the baseline a run of ``baseline_db``
-    (default ``db``: then it is required and must be another run than the candidate)."""
-    base_db = Path(db if baseline_db is None else baseline_db)
-    same = base_db.resolve() == Path(db).resolve()
-    if same and baseline is None:
-        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
-                        f"of {db}: {ids_text(run_ids(db))}; or --baseline-db another store)")
-    cand_run, cand_records = run_and_trials(db, candidate, "--candidate")
-    base_run, base_records = run_and_trials(base_db, baseline, "--baseline")
-    if same and base_run["id"] == cand_run["id"]:
-        others = [i for i in run_ids(db) if i != cand_run["id"]]
-        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
-                        f"{ids_text(others)})")
-    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
-             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
-    return (base_run, base_records), (cand_run, cand_records), where

@@ -133,3 +133,60 @@ def test_trials_of_two_hosts_or_accelerators_are_never_pooled(tmp_path):
         api.report(db, host="h3")
     warnings = " ".join(api.advise(db).warnings)
     assert "2 hosts" in warnings and "2 accelerators" in warnings
+
+
+def _store_of(path, data: list[TrialRecord]):
+    with Store(path) as store:
+        run_id = store.create_run("x", {}, [{"seq": i, "config": r.config, "repeat_index": r.repeat_index}
+                                             for i, r in enumerate(data)])
+        for i, record in enumerate(data):
+            record.id, record.run_id = None, run_id
+            store.add_trial(record, i)
+    return path
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The figures ``labctl plot`` saves (their axes read back), the PNGs still written."""
+    from matplotlib.figure import Figure
+
+    saved = []
+    real = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append([(ax.get_xlabel(), [t.get_text() for t in ax.get_xticklabels()], ax.get_title())
+                      for ax in fig.axes])
+        return real(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
+@pytest.mark.parametrize("by", [None, "none", "", "None"])
+def test_plot_without_grouping_is_a_point_per_configuration(cli, tmp_path, saved_figures, by):
+    """playbooks/ci.yml's labctl_plot_by: none: no knob on the x axis, not `--by none: not a knob`."""
+    db = _store_of(tmp_path / "two-knobs.db", records({(256, 32): [10, 10.1, 9.9], (1024, 32): [11, 11.1, 10.9],
+                                                      (256, 64): [9, 9.1, 8.9], (1024, 64): [12, 12.1, 11.9]}))
+    png = tmp_path / "x.png"
+    code, out, err = cli("plot", "--db", str(db), "--out", str(png), *([] if by is None else ["--by", by]))
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.strip() == f"wrote {png}"
+    ((xlabel, ticks, title),) = saved_figures[0]
+    assert xlabel == "configuration" and title == "run 1: mpps per configuration"
+    assert ticks == ["rx_queue_size=256\nburst=32", "rx_queue_size=256\nburst=64",
+                     "rx_queue_size=1024\nburst=32", "rx_queue_size=1024\nburst=64"]
+
+
+def test_plot_of_one_configuration_and_of_one_knob_without_by(cli, tmp_path, saved_figures):
+    one = _store_of(tmp_path / "one.db", records({(256, 32): [10, 10.1, 9.9]}))
+    code, _, err = cli("plot", "--db", str(one), "--by", "none", "--out", str(tmp_path / "one.png"))
+    assert code == 0, err
+    assert saved_figures[-1][0][1] == ["all trials"]
+    rings = _store_of(tmp_path / "rings.db", records({(256, 32): [10, 10.1, 9.9], (1024, 32): [11, 11.1, 10.9]}))
+    code, _, err = cli("plot", "--db", str(rings), "--out", str(tmp_path / "rings.png"))
+    assert code == 0, err
+    xlabel, ticks, _ = saved_figures[-1][0]
+    assert xlabel == "guest.nics.*.rx_queue_size" and ticks == ["256", "1024"]  # the one knob that varies
+    code, _, err = cli("plot", "--db", str(rings), "--by", "workload.burst", "--out", str(tmp_path / "b.png"))
+    assert code == 2 and err.strip() == ("--by workload.burst: not a knob that varies in this run "
+                                         "(allowed: guest.nics.*.rx_queue_size)")

@@ -16,6 +16,7 @@ from tests.factories import ENV, noisy, run_records
 
 FLAT = {256: 10.0, 512: 10.0, 1024: 10.0}
 SLOWER = {256: 10.0, 512: 8.8, 1024: 10.0}  # rx 512: 12% slower
+MUCH_SLOWER = {256: 10.0, 512: 7.0, 1024: 10.0}  # rx 512: 30% slower
 CI_ENV = ENV.model_copy(update={"host": "local"})
 
 
@@ -71,15 +72,114 @@ def two_runs(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--baseline", "abc"], "--baseline abc: not a run id (allowed: 1, 2)"),
-    (["--baseline", "1", "--candidate", "2x"], "--candidate 2x: not a run id (allowed: 1, 2)"),
+    (["--baseline", "abc"],
+     "--baseline abc: no run of that name in {db} (allowed: a run id, 1, 2; or a run name, newest first: demo)"),
+    (["--baseline", "1", "--candidate", "2x"],
+     "--candidate 2x: no run of that name in {db} (allowed: a run id, 1, 2; or a run name, newest first: demo)"),
     (["--baseline", "1", "--threshold", "five"],
      "--threshold five: not a number (allowed: 0 <= PCT < 100, per cent of the baseline median)"),
     (["--baseline", "1", "--metric", "nrd"], "--metric nrd: not a metric of labctl's trials (allowed in runs 1 and 2: mpps)"),
 ])
 def test_bad_text_is_one_line_naming_the_field_and_the_allowed_values(cli, two_runs, args, line):
     code, out, err = cli("compare", "--db", str(two_runs), *args)
-    assert (code, out, err.strip()) == (2, "", line)
+    assert (code, out, err.strip()) == (2, "", line.format(db=two_runs))
+
+
+# --- a baseline named by its run's name (playbooks/ci.yml's labctl_baseline_run) -----------------------
+
+
+@pytest.fixture
+def baselines(tmp_path: Path) -> Path:
+    """A store of accepted baselines: 'accepted' twice (the newer one, run 3, at 7 Mpps for rx 512:
+    accepted later, after a slowdown), 'other' once, on the CI job's host."""
+    db = tmp_path / "baselines.db"
+    store_with(db, run_records(0, noisy(11, FLAT, 0.03, 8), env=CI_ENV), name="accepted")
+    store_with(db, run_records(0, noisy(12, FLAT, 0.03, 8), env=CI_ENV), name="other")
+    store_with(db, run_records(0, noisy(13, MUCH_SLOWER, 0.03, 8), env=CI_ENV), name="accepted")
+    return db
+
+
+def test_a_named_baseline_is_the_newest_run_of_that_name(cli, tmp_path, baselines):
+    job = tmp_path / "labctl.db"
+    store_with(job, run_records(0, noisy(14, MUCH_SLOWER, 0.03, 8), env=CI_ENV), name="demo")
+    code, out, err = cli("compare", "--db", str(job), "--baseline-db", str(baselines), "--baseline", "accepted",
+                         "--json")
+    data = json.loads(out)
+    assert code == 0, err
+    assert data["baseline"]["id"] == 3 and data["baseline"]["profile_name"] == "accepted"
+    assert data["counts"]["regression"] == 0  # run 1 (before the slowdown) would have failed rx 512
+    code, out, _ = cli("compare", "--db", str(job), "--baseline-db", str(baselines), "--baseline", "1")
+    assert code == 1 and out.startswith("baseline:  run 1 (accepted, host local,")
+
+
+def test_in_one_store_a_name_skips_the_candidate(cli, tmp_path):
+    db = tmp_path / "labctl.db"
+    store_with(db, run_records(0, noisy(15, FLAT, 0.03, 8)), name="nightly")
+    store_with(db, run_records(0, noisy(16, MUCH_SLOWER, 0.03, 8)), name="nightly")  # the candidate: newest
+    code, out, _ = cli("compare", "--db", str(db), "--baseline", "nightly", "--json")
+    data = json.loads(out)
+    assert code == 1 and (data["baseline"]["id"], data["candidate"]["id"]) == (1, 2)
+    code, out, err = cli("compare", "--db", str(db), "--baseline", "nightly", "--candidate", "1")
+    assert code == 0 and "baseline:  run 2 (nightly" in out, err
+
+    lone = tmp_path / "lone.db"
+    store_with(lone, run_records(0, noisy(17, FLAT, 0.03, 8)), name="once")
+    store_with(lone, run_records(0, noisy(18, FLAT, 0.03, 8)), name="twice")
+    code, out, err = cli("compare", "--db", str(lone), "--baseline", "twice")
+    assert (code, out) == (2, "") and err.strip() == (
+        f"--baseline twice: only the candidate run 2 has that name in {lone} "
+        "(allowed: a run id, 1, 2; or a run name, newest first: twice, once)")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--baseline", "nope"], "--baseline nope: no run of that name in {base} (allowed: a run id, 1..3; or a run "
+                             "name, newest first: accepted, other)"),
+    (["--baseline", "9"], "--baseline 9: no such run in {base} (allowed: 1..3)"),
+    (["--baseline", " "], "--baseline  : empty in {base} (allowed: a run id, 1..3;"),
+])
+def test_an_unknown_baseline_name_is_one_line_and_exit_2(cli, tmp_path, baselines, args, words):
+    job = tmp_path / "labctl.db"
+    store_with(job, run_records(0, noisy(19, FLAT, 0.03, 8), env=CI_ENV))
+    code, out, err = cli("compare", "--db", str(job), "--baseline-db", str(baselines), *args)
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert err.strip().startswith(words.format(base=baselines))
+
+
+def test_a_missing_baseline_store_names_the_baseline_option(cli, tmp_path):
+    job = tmp_path / "labctl.db"
+    store_with(job, run_records(0, noisy(20, FLAT, 0.03, 8)))
+    code, _, err = cli("compare", "--db", str(job), "--baseline-db", str(tmp_path / "none.db"), "--baseline", "x")
+    assert code == 2 and err.strip().startswith(f"--baseline-db {tmp_path / 'none.db'}: no such result store")
+
+
+def test_a_baseline_of_another_profile_is_refused_not_passed(cli, tmp_path, baselines):
+    """No configuration recurs (the profile's name is a knob of every trial): before, every row was
+    "cannot tell" and exit 0, so a CI job naming the wrong baseline passed without a verdict."""
+    job = tmp_path / "labctl.db"
+    other = [r.model_copy(update={"config": {**r.config, "name": "quick-2"}})
+             for r in run_records(0, noisy(21, FLAT, 0.03, 8), env=CI_ENV)]
+    store_with(job, other)
+    junit = tmp_path / "compare.xml"
+    code, out, err = cli("compare", "--db", str(job), "--baseline-db", str(baselines), "--baseline", "other",
+                         "--junit", str(junit))
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert err.startswith("--baseline 2: none of its configurations recurs in candidate run 1, knobs that differ: "
+                          "name ('demo' vs 'quick-2')")
+    assert "(allowed: a baseline run of the candidate's profile and configurations)" in err
+    assert not junit.exists()
+
+
+def test_export_takes_a_run_by_name(cli, tmp_path, baselines):
+    out_file = tmp_path / "accepted.jsonl"
+    code, _, err = cli("export", "--db", str(baselines), "--run", "accepted", "--out", str(out_file))
+    assert code == 0 and "wrote 24 trials" in err
+    lines = [json.loads(line) for line in out_file.read_text().splitlines()]
+    by_rx = {}
+    for line in lines:
+        by_rx.setdefault(line["config"]["guest.nics.0.rx_queue_size"], []).append(line["metrics"]["mpps"])
+    assert 6.0 < sorted(by_rx[512])[4] < 8.0  # run 3's rx 512 (7), not run 1's (10)
+    code, _, err = cli("export", "--db", str(baselines), "--run", "ci4-nope", "--out", str(out_file))
+    assert code == 2 and err.strip().startswith(f"--run ci4-nope: no run of that name in {baselines}")
 
 
 def test_a_threshold_with_a_percent_sign_is_taken(cli, two_runs):
