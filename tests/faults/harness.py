@@ -7,7 +7,20 @@ case, one JSON table). A case is (command, signal, phase):
   guest; ``guest`` (a measured trial on a libvirt guest, TCG: slow, so few); ``ovs-run`` and
   ``ovs-sweep``: the embedded lab with an OVS-DPDK vswitch (``vswitch: {kind: ovs-dpdk}``: a private
   ovsdb-server and ovs-vswitchd-dpdk, the latter in a network namespace of its own, labctl/lab/ovs/);
-  ``fleet`` (``labctl fleet sweep`` over ansible-runner): reported as not applicable (FLEET_REASON);
+  ``fleet`` and ``fleet-host``: ``labctl fleet sweep PROFILE -i INVENTORY --db D`` (ansible-runner,
+  playbooks/sweep.yml) over a local-connection inventory (playbooks/inventories/local.yml with this
+  checkout's labctl and the case's directories): ``fleet`` signals the controller (at set-up, while the
+  playbook copies the profile; at the host labctl's warm-up, measure and mid-teardown, sent by that
+  labctl to its controller, ``LABCTL_FAULT`` TARGET ``fleet``; inside the controller's merge
+  transaction), ``fleet-host`` the labctl sweep on the host (its ``labctl_env``), at each phase as for
+  ``sweep``. The next labctl is the same fleet sweep again: it stops what a killed controller left (the
+  job's ansible-playbook, workers, modules and the host's labctl) and the host's labctl takes over a
+  killed labctl's resources. A ``fleet`` case must end 130/143/killed in one line; a ``fleet-host``
+  case with exit 1 and the host's failure (``(exit 130|143|-9)``) in one line, nothing of it merged;
+  the merge is all or nothing, the re-run merges exactly the plan, and no ansible-playbook, worker,
+  module, labctl, DPDK process, socket, hugepage file, module temporary directory (ansible_remote_tmp,
+  AnsiballZ payloads under the case's TMPDIR), ``ansible-local`` directory or ``job.json`` of the case
+  is left;
 - signals: SIGINT, SIGTERM, SIGKILL;
 - phases: ``setup``, ``warm-up``, ``measure`` (the trial's ``phase`` events; ndr: its search),
   ``teardown`` (inside the ledger's teardown, after its first resource went), ``commit`` (inside the
@@ -18,7 +31,9 @@ short delay inside the phase, so every case hits what it names; the command then
 signal says (130, 143, or killed), in one line, with no traceback. Then the next labctl acts: ``sweep
 --resume`` (it removes what was left and finishes the run), else ``labctl down NAME``. After that:
 no process, socket, tap, domain, hugetlbfs mount, DPDK runtime directory, OVS daemon or temporary
-file of the lab is left (OVS: its daemons, found by the lab's OVS directory on their command lines
+file of the lab is left (every check counts only the case's lab: its name ``PREFIX-COMMAND-INDEX-PID``,
+``LABCTL_FAULTS_PREFIX``, default ``fx``, and its directories; other sessions' labs on the host are
+never counted) (OVS: its daemons, found by the lab's OVS directory on their command lines
 whatever namespace they run in, that directory with its DB and unixctl sockets, the vhost-user sockets,
 the hugetlbfs mount and its files, the ``labctl-NAME-ovs-*`` DPDK runtime directory); the store passes ``integrity_check`` and every trial has all its rows; a
 resumed sweep has exactly one finished trial per plan entry (``lost`` counts the missing ones and any
