@@ -3,10 +3,11 @@ teardown, store commit) of run, sweep, tune and ndr on the embedded lab, up/down
 measured guest trials (TCG: slow; ``--no-guests`` leaves them out), and run and sweep of the embedded
 lab with an OVS-DPDK vswitch (``ovs-run``, ``ovs-sweep``; not applicable where ovs-vswitchd-dpdk is
 missing). Prints one JSON document: faults injected, survived, leaks and trials lost, then one row per
-case (tests/faults/harness.py says what each check is). ``fleet`` is listed as not applicable, with
-its reason (harness.FLEET_REASON).
+case (tests/faults/harness.py says what each check is), and ``labctl fleet sweep`` over a local
+inventory: ``fleet`` (the controller signalled) and ``fleet-host`` (the host's labctl sweep signalled),
+not applicable where ansible-runner is missing.
 
-    python benchmarks/faults.py [--no-guests] [--only COMMAND ...]   (e.g. --only ovs-run ovs-sweep)
+    python benchmarks/faults.py [--no-guests] [--only COMMAND ...]   (e.g. --only fleet fleet-host)
 """
 
 from __future__ import annotations

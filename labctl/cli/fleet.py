@@ -43,6 +43,8 @@ def table(run: FleetRun) -> list[str]:
 
 
 def _finish(run: FleetRun, as_json: bool) -> None:
+    for note in run.notes:  # e.g. a job a killed labctl fleet left running, stopped first
+        typer.echo(f"note: {note}", err=True)
     if as_json:
         typer.echo(json.dumps(run.to_dict(), indent=2, sort_keys=True, default=str))
     else:

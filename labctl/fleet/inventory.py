@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,10 +91,12 @@ def inventory_hosts(inventory: str | Path) -> list[str]:
         raise UserError(f"{where}: no such file or directory")
     if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
         raise UserError(f"{where}: cannot read it (permission denied)")
-    with ansible_on_path():
+    # a private data directory of our own, removed after: without one, ansible-runner makes
+    # $TMPDIR/.ansible-runner-XXXXXX (its AUTO_CREATE_DIR) for every call and never removes it
+    with ansible_on_path(), tempfile.TemporaryDirectory(prefix="labctl-inventory-") as private:
         listing, error = ansible_runner.get_inventory(action="list", inventories=[str(path.resolve())],
                                                       response_format="json", envvars=STRICT_INVENTORY,
-                                                      quiet=True)
+                                                      quiet=True, private_data_dir=private)
     if not isinstance(listing, dict):
         raise UserError(f"{where}: cannot be parsed: {_parse_error(error or '')}")
     hosts = hosts_of(listing)

@@ -30,8 +30,10 @@ while it runs and stops the job when it returns True. Events: see :mod:`labctl.f
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from labctl import signals
+from labctl import faults, signals
 from labctl.errors import LabFault, UserError
 from labctl.fleet.events import EventLog, HostEvent, HostStats, host_status
 from labctl.fleet.inventory import STRICT_INVENTORY, ansible_on_path, inventory_hosts, runner_module
@@ -91,6 +93,7 @@ class FleetRun:
     rc: int | None
     hosts: list[HostResult]
     merged: list[Merged] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was done before the job (stop_orphans)
 
     @property
     def failed(self) -> list[HostResult]:
@@ -99,7 +102,8 @@ class FleetRun:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "ident": self.ident, "data_dir": str(self.data_dir),
                 "playbook": str(self.playbook), "runner_status": self.status, "rc": self.rc,
-                "hosts": [h.to_dict() for h in self.hosts], "merged": [m.to_dict() for m in self.merged]}
+                "hosts": [h.to_dict() for h in self.hosts], "merged": [m.to_dict() for m in self.merged],
+                "notes": self.notes}
 
 
 class _Relay:
@@ -119,15 +123,19 @@ class _Relay:
 
 
 class _Reaper:
-    """What a cancelled job leaves running, stopped.
+    """What a stopped job leaves running, stopped.
 
     ansible-runner cancels a job with SIGKILL to ansible-playbook's process group
     (``Runner.handle_termination``), but ansible-core 2.19 runs each task in a worker process that starts
     a session of its own: the worker, its connection (``ssh``) and, on a local connection, the command it
     runs (``labctl sweep``) would outlive the job. So when the job is to stop, the reaper notes every
     descendant of ansible-playbook, whose pid every event carries (``event["pid"]``, the process whose
-    callback emitted it; ansible-runner's ``Runner.host_events`` example shows it), and once the runner has
-    returned sends them SIGTERM (labctl tears its lab down on SIGTERM), then SIGKILL after ``grace_s``.
+    callback emitted it; ansible-runner's ``Runner.host_events`` example shows it), and once
+    ansible-playbook is gone stops them in two steps: first the commands the tasks run (the children of
+    a module process, ``AnsiballZ_*.py``: ``labctl sweep``, which tears its lab down on SIGTERM), so the
+    modules and workers above them end by themselves and remove their temporary files
+    (``ansible_remote_tmp``'s ``ansible-tmp-*``, AnsiballZ's ``ansible_*_payload_*``); then, after
+    ``grace_s``, whatever is still there gets SIGTERM, and SIGKILL 5 s later.
     A labctl already running on a remote host keeps running there when its ssh connection goes."""
 
     def __init__(self, grace_s: float = 30.0):
@@ -135,9 +143,12 @@ class _Reaper:
         self.pid: int | None = None
         self.left: list = []
 
-    def note(self, event: dict) -> None:
+    def note(self, event: dict) -> bool:
+        """Take ansible-playbook's pid from an event; True the first time."""
         if self.pid is None and isinstance(event.get("pid"), int):
             self.pid = event["pid"]
+            return True
+        return False
 
     def snapshot(self) -> None:
         import psutil
@@ -148,18 +159,139 @@ class _Reaper:
             except psutil.Error:
                 self.left = []
 
-    def reap(self) -> None:
-        import psutil
+    def kill_playbook(self) -> None:
+        """SIGKILL to ansible-playbook's process group, as ansible-runner's cancel does (when the job
+        stopped by an exception in this process, the runner did not): no task starts after this."""
+        import signal
 
-        alive = [proc for proc in self.left if proc.is_running()]  # is_running(): same pid and start time
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        _, stubborn = psutil.wait_procs(alive, timeout=self.grace_s)
-        for proc in stubborn:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        psutil.wait_procs(stubborn, timeout=5)
+        if self.pid is None:
+            return
+        with contextlib.suppress(OSError):
+            if os.getpgid(self.pid) == self.pid:  # pexpect made it a session (and group) leader
+                os.killpg(self.pid, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+
+    def reap(self) -> None:
+        reap(self.left, self.grace_s)
+
+
+def _is_module(proc) -> bool:
+    """A module process: ``python3 .../AnsiballZ_NAME.py`` (not the ``sh -c '...'`` around it)."""
+    import psutil
+
+    try:
+        return any(Path(part).name.startswith("AnsiballZ_") and part.endswith(".py") and not any(c.isspace() for c in part)
+                   for part in proc.cmdline()[1:])
+    except psutil.Error:
+        return False
+
+
+def reap(left: list, grace_s: float = 30.0) -> None:
+    """Stop ``left`` (psutil processes of a stopped job), commands first (see :class:`_Reaper`)."""
+    import psutil
+
+    alive = [proc for proc in left if proc.is_running()]  # is_running(): same pid and start time
+    modules = {proc.pid for proc in alive if _is_module(proc)}
+    commands = []
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            if proc.ppid() in modules:
+                commands.append(proc)
+    for proc in commands:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    psutil.wait_procs(commands, timeout=grace_s)
+    _, rest = psutil.wait_procs([p for p in alive if p not in commands], timeout=5 if commands else 0.5)
+    for proc in rest:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, stubborn = psutil.wait_procs(rest + [p for p in commands if p.is_running()], timeout=5)
+    for proc in stubborn:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(stubborn, timeout=5)
+
+
+# --- a job whose controller was killed (kill -9: nothing of it could act) ----------------------------
+
+JOB_FILE = "job.json"  # in a run's private data directory while its job runs
+
+
+def _process_id(pid: int) -> dict[str, Any] | None:
+    import psutil
+
+    try:
+        return {"pid": pid, "started": psutil.Process(pid).create_time()}
+    except psutil.Error:
+        return None
+
+
+def _same(ident: dict[str, Any] | None) -> Any:
+    """The psutil process ``ident`` names (pid and start time), if it still runs."""
+    import psutil
+
+    if not ident:
+        return None
+    try:
+        proc = psutil.Process(int(ident["pid"]))
+        return proc if abs(proc.create_time() - float(ident["started"])) < 0.01 else None
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return None
+
+
+def _job_processes(ident: str, playbook) -> list:
+    """The processes of job ``ident``: ansible-playbook's descendants, and any process whose command line
+    names the run (its workers and a local host's ``labctl``, also when they outlived ansible-playbook)."""
+    import psutil
+
+    found = {}
+    if playbook is not None:
+        with contextlib.suppress(psutil.Error):
+            found.update({p.pid: p for p in playbook.children(recursive=True)})
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.pid != os.getpid() and any(ident in part for part in proc.info.get("cmdline") or []):
+            found.setdefault(proc.pid, proc)
+    if playbook is not None:
+        found.pop(playbook.pid, None)
+    return list(found.values())
+
+
+def stop_orphans(data_dir: str | Path, grace_s: float = 30.0) -> list[str]:
+    """Stop the jobs of ``data_dir`` whose controller is gone but which still run (the controller was
+    killed with SIGKILL: ansible-playbook runs on, ignoring SIGHUP, and so do its workers and a local
+    host's ``labctl``). Each is stopped as a cancelled job is (:class:`_Reaper`), its controller-side
+    temporary files removed. Returns one line per job stopped. A job whose controller still runs (another
+    ``labctl fleet`` on this data directory) is left alone."""
+    import shutil
+
+    said = []
+    for job in sorted(Path(data_dir).glob(f"*/{JOB_FILE}")):
+        try:
+            info = json.loads(job.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if _same(info.get("controller")) is not None:
+            continue
+        ident = job.parent.name
+        playbook = _same(info.get("playbook"))
+        left = _job_processes(ident, playbook)
+        if playbook is not None or left:
+            reaper = _Reaper(grace_s)
+            reaper.pid, reaper.left = (playbook.pid if playbook is not None else None), left
+            reaper.kill_playbook()
+            reaper.reap()
+            if playbook is not None:
+                with contextlib.suppress(Exception):
+                    playbook.wait(5)
+            controller = info.get("controller") or {}
+            said.append(f"stopped job {ident}, left running by a labctl fleet that was killed (pid "
+                        f"{controller.get('pid')}): " + (f"ansible-playbook {playbook.pid} and " if playbook else "")
+                        + f"{len(left)} processes under it")
+        shutil.rmtree(job.parent / "ansible-local", ignore_errors=True)
+        with contextlib.suppress(OSError):
+            job.unlink()
+    return said
 
 
 def _stdout_tail(data_dir: Path, ident: str) -> str:
@@ -192,19 +324,25 @@ def run_playbook(kind: str, playbook: Path, inventory: str | Path, group_vars: d
     relay = _Relay(on_event)
     log = EventLog(on_event=relay)
     reaper = _Reaper()
-    scope = signals.current()
+    notes = stop_orphans(private.parent)
+    job = private / JOB_FILE
 
     def handle(event: dict) -> bool:
-        reaper.note(event)
+        if reaper.note(event):  # what the next labctl fleet needs if this one is killed
+            job.write_text(json.dumps({"controller": _process_id(os.getpid()), "playbook": _process_id(reaper.pid)}),
+                           encoding="utf-8")
+        if event.get("event") == "runner_on_start":
+            faults.point(f"fleet.{(event.get('event_data') or {}).get('task')}")
         return log(event)
 
-    def stop() -> bool:
-        stopping = relay.error is not None or (scope is not None and scope.cancelled)
-        if stopping:
-            reaper.snapshot()
-        return stopping
+    with ansible_on_path(), signals.stoppable() as scope:
 
-    with ansible_on_path():
+        def stop() -> bool:
+            stopping = relay.error is not None or scope.cancelled
+            if stopping:
+                reaper.snapshot()
+            return stopping
+
         try:
             runner = ansible_runner.run(
                 private_data_dir=str(private), ident=ident, project_dir=str(playbook.parent), playbook=playbook.name,
@@ -212,17 +350,28 @@ def run_playbook(kind: str, playbook: Path, inventory: str | Path, group_vars: d
                 envvars=dict(STRICT_INVENTORY, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(private / "ansible-local")),
                 forks=max(5, len(hosts)), quiet=True,
                 event_handler=handle, cancel_callback=stop)
+        except BaseException:
+            # SIGINT (KeyboardInterrupt) or SIGTERM (Terminated) raised here, inside the runner: it did
+            # not stop ansible-playbook, which ignores SIGHUP and would run the playbook to its end
+            reaper.snapshot()
+            reaper.kill_playbook()
+            raise
         finally:
             reaper.reap()
+            with contextlib.suppress(OSError):
+                job.unlink()
+            shutil.rmtree(private / "ansible-local", ignore_errors=True)  # a killed ansible-playbook's
+            for partial in (private / "artifacts" / ident / "job_events").glob("*.json.tmp"):
+                partial.unlink(missing_ok=True)  # an event the runner was writing when it stopped
+        scope.check()
     if relay.error is not None:
         raise relay.error
-    if scope is not None:
-        scope.check()
     if log.stats is None:
         raise LabFault(f"{playbook.name} did not run (ansible-playbook exit {runner.rc}, runner {runner.status}): "
                        f"{_stdout_tail(private, ident)} (see {private / 'artifacts' / ident / 'stdout'})")
     return FleetRun(kind=kind, ident=ident, data_dir=private, playbook=playbook, status=runner.status, rc=runner.rc,
-                    hosts=[_result(host, log, private, f"{playbook.name} (runner {runner.status})") for host in hosts])
+                    hosts=[_result(host, log, private, f"{playbook.name} (runner {runner.status})") for host in hosts],
+                    notes=notes)
 
 
 def _result(host: str, log: EventLog, private: Path, job: str) -> HostResult:

@@ -7,7 +7,20 @@ case, one JSON table). A case is (command, signal, phase):
   guest; ``guest`` (a measured trial on a libvirt guest, TCG: slow, so few); ``ovs-run`` and
   ``ovs-sweep``: the embedded lab with an OVS-DPDK vswitch (``vswitch: {kind: ovs-dpdk}``: a private
   ovsdb-server and ovs-vswitchd-dpdk, the latter in a network namespace of its own, labctl/lab/ovs/);
-  ``fleet`` (``labctl fleet sweep`` over ansible-runner): reported as not applicable (FLEET_REASON);
+  ``fleet`` and ``fleet-host``: ``labctl fleet sweep PROFILE -i INVENTORY --db D`` (ansible-runner,
+  playbooks/sweep.yml) over a local-connection inventory (playbooks/inventories/local.yml with this
+  checkout's labctl and the case's directories): ``fleet`` signals the controller (at set-up, while the
+  playbook copies the profile; at the host labctl's warm-up, measure and mid-teardown, sent by that
+  labctl to its controller, ``LABCTL_FAULT`` TARGET ``fleet``; inside the controller's merge
+  transaction), ``fleet-host`` the labctl sweep on the host (its ``labctl_env``), at each phase as for
+  ``sweep``. The next labctl is the same fleet sweep again: it stops what a killed controller left (the
+  job's ansible-playbook, workers, modules and the host's labctl) and the host's labctl takes over a
+  killed labctl's resources. A ``fleet`` case must end 130/143/killed in one line; a ``fleet-host``
+  case with exit 1 and the host's failure (``(exit 130|143|-9)``) in one line, nothing of it merged;
+  the merge is all or nothing, the re-run merges exactly the plan, and no ansible-playbook, worker,
+  module, labctl, DPDK process, socket, hugepage file, module temporary directory (ansible_remote_tmp,
+  AnsiballZ payloads under the case's TMPDIR), ``ansible-local`` directory or ``job.json`` of the case
+  is left;
 - signals: SIGINT, SIGTERM, SIGKILL;
 - phases: ``setup``, ``warm-up``, ``measure`` (the trial's ``phase`` events; ndr: its search),
   ``teardown`` (inside the ledger's teardown, after its first resource went), ``commit`` (inside the
@@ -18,7 +31,9 @@ short delay inside the phase, so every case hits what it names; the command then
 signal says (130, 143, or killed), in one line, with no traceback. Then the next labctl acts: ``sweep
 --resume`` (it removes what was left and finishes the run), else ``labctl down NAME``. After that:
 no process, socket, tap, domain, hugetlbfs mount, DPDK runtime directory, OVS daemon or temporary
-file of the lab is left (OVS: its daemons, found by the lab's OVS directory on their command lines
+file of the lab is left (every check counts only the case's lab: its name ``PREFIX-COMMAND-INDEX-PID``,
+``LABCTL_FAULTS_PREFIX``, default ``fx``, and its directories; other sessions' labs on the host are
+never counted) (OVS: its daemons, found by the lab's OVS directory on their command lines
 whatever namespace they run in, that directory with its DB and unixctl sockets, the vhost-user sockets,
 the hugetlbfs mount and its files, the ``labctl-NAME-ovs-*`` DPDK runtime directory); the store passes ``integrity_check`` and every trial has all its rows; a
 resumed sweep has exactly one finished trial per plan entry (``lost`` counts the missing ones and any
@@ -47,15 +62,15 @@ EMBEDDED = ("run", "sweep", "tune", "ndr")
 LIBVIRT = ("up", "down", "guest")
 OVS = ("ovs-run", "ovs-sweep")  # the embedded lab with vswitch: {kind: ovs-dpdk}
 SWEEPS = ("sweep", "ovs-sweep")  # resumed with --resume after the fault
-FLEET = ("fleet",)
-# What a fleet fault would be: SIGINT/SIGTERM to the controller (`labctl fleet sweep FILE -i
-# playbooks/inventories/local.yml --db D`) mid-sweep; then the runner is cancelled, the labctl sweep it
-# started (a local process with the local inventory) gets SIGTERM from the reaper and tears its lab down,
-# nothing of the lab is left and the controller exits 130/143 in one line. Not wired yet:
-FLEET_REASON = ("not wired: a fault of `labctl fleet sweep` (the controller signalled mid-sweep, ansible-runner "
-                "cancelled, the local labctl sweep reaped) needs an ansible run of tens of seconds per case and "
-                "has not been verified live here")
+# `labctl fleet sweep PROFILE -i INVENTORY --db D` over a local-connection inventory (this machine as the
+# one host; playbooks/inventories/local.yml plus the case's directories): ``fleet`` signals the
+# controller, ``fleet-host`` the labctl sweep its playbook runs on the host (see fleet_fault)
+FLEET = ("fleet", "fleet-host")
+FLEET_PLAN = 2  # the fleet profile's plan entries (embedded_profile's two-value sweep)
+# the lab names of this harness: PREFIX-COMMAND-INDEX-PID (4 digits: no name is the start of another's)
+PREFIX = os.environ.get("LABCTL_FAULTS_PREFIX", "fx")
 EXIT = {"INT": 130, "TERM": 143, "KILL": -9}
+HOST_EXIT = {"INT": 130, "TERM": 143, "KILL": -9}  # the host labctl's, in the fleet-host reason
 URI = "qemu:///system"
 QEMU_REACHABLE = Path("/run/labctl-faults")  # every case's run and log dirs (0755 parents, short paths)
 
@@ -63,6 +78,15 @@ def ovs_installed() -> bool:
     from labctl.lab.ovs import commands as ovs_cmd
 
     return Path(ovs_cmd.VSWITCHD).exists()
+
+
+def fleet_installed() -> bool:
+    """ansible-runner importable and ansible-playbook on PATH or next to this Python (as labctl finds it)."""
+    import importlib.util
+    import shutil
+
+    return importlib.util.find_spec("ansible_runner") is not None and (
+        shutil.which("ansible-playbook") is not None or (Path(sys.executable).parent / "ansible-playbook").exists())
 
 
 def embedded_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6, hugepages: bool = False,
@@ -121,8 +145,8 @@ class Outcome:
 
 def applicable(case: Case) -> str | None:
     """Why a case does not exist (None: it does)."""
-    if case.command in FLEET:
-        return FLEET_REASON
+    if case.command in FLEET and not fleet_installed():
+        return "ansible-runner / ansible-playbook are not installed (labctl fleet needs them)"
     if case.command in OVS and not ovs_installed():
         return "ovs-vswitchd-dpdk is not installed (openvswitch-switch-dpdk)"
     if case.command in ("run", "ovs-run") and case.phase == "commit":
@@ -140,6 +164,26 @@ def applicable(case: Case) -> str | None:
 
 def all_cases(commands=EMBEDDED + LIBVIRT + OVS + FLEET) -> list[Case]:
     return [Case(c, s, p) for c in commands for s in SIGNALS for p in PHASES]
+
+
+def fleet_fault(case: Case) -> tuple[str | None, str | None]:
+    """(the controller's LABCTL_FAULT, the host labctl's LABCTL_FAULT: its ``labctl_env``) of a fleet case.
+
+    ``fleet``: the controller is signalled at set-up (while the playbook copies the profile, before
+    labctl runs on the host), at the host labctl's warm-up, measure and mid-teardown (sent by that
+    labctl to its controller: TARGET ``fleet``, so it lands in that phase whatever the CPU lock made the
+    host wait before it) and inside the controller's own merge transaction (commit). ``fleet-host``: the
+    host's labctl sweep is signalled as ``sweep`` is (the second trial; one is stored before)."""
+    sig = case.signal
+    if case.command == "fleet-host":
+        return None, _fault(Case("sweep", sig, case.phase), "")
+    if case.phase == "setup":
+        return f"fleet.Copy the profile to the host:{sig}:1:0.3", None
+    if case.phase == "commit":
+        return f"store.commit:{sig}:1:0", None
+    if case.phase == "teardown":
+        return None, f"teardown:{sig}:2:0:fleet"
+    return None, f"phase.{case.phase}:{sig}:1:{ {'warm-up': 0.2, 'measure': 0.5}[case.phase]}:fleet"
 
 
 def _fault(case: Case, name: str) -> str:
@@ -165,7 +209,7 @@ class Lab:
 
     def __init__(self, work: Path, case: Case, index: int):
         self.case = case
-        self.name = f"fx-{case.command}-{index}-{os.getpid() % 10000}"
+        self.name = f"{PREFIX}-{case.command}-{index}-{os.getpid() % 10000:04d}"
         self.work = work / self.name
         self.work.mkdir(parents=True, exist_ok=True)
         self.db = self.work / "store.db"
@@ -179,6 +223,8 @@ class Lab:
                     "LABCTL_RUN_DIR": str(self.shared / "run"), "LABCTL_LOG_DIR": str(self.shared / "log"),
                     "PYTHONPATH": str(ROOT)}
         self.env.pop("LABCTL_FAULT", None)
+        self.fault_log = self.work / "faults.log"  # every labctl-fault line, the host labctl's too
+        self.env["LABCTL_FAULT_LOG"] = str(self.fault_log)
         self.profile = self.work / f"{self.name}.yaml"
         if case.command in ("up", "down", "guest"):
             text = guest_text(self.name)
@@ -187,6 +233,26 @@ class Lab:
         else:
             text = embedded_profile(self.name, hugepages=case.command == "run")
         self.profile.write_text(text, encoding="utf-8")
+        if case.command in FLEET:
+            self.env["TMPDIR"] = str(self.work / "tmp")  # the modules' AnsiballZ payloads: this case's
+            (self.work / "tmp").mkdir(exist_ok=True)
+            self.inventory = self.work / "inventory.yml"
+            self.write_inventory(None)
+
+    def write_inventory(self, host_fault: str | None) -> None:
+        """playbooks/inventories/local.yml, with this checkout's labctl and the case's directories (and
+        the host labctl's LABCTL_FAULT, for this run, when given)."""
+        import yaml
+
+        local = yaml.safe_load((ROOT / "playbooks" / "inventories" / "local.yml").read_text())
+        env = {key: self.env[key] for key in ("LABCTL_STATE_DIR", "LABCTL_RUN_DIR", "LABCTL_LOG_DIR",
+                                              "LABCTL_FAULT_LOG", "TMPDIR")}
+        if host_fault:
+            env["LABCTL_FAULT"] = host_fault
+        for host in local["all"]["hosts"].values():
+            host.update({"ansible_remote_tmp": str(self.work / "ansible-tmp"), "labctl_exe": [sys.executable, "-m", "labctl.cli"],
+                         "labctl_chdir": str(ROOT), "labctl_work": str(self.work / "host"), "labctl_env": env})
+        self.inventory.write_text(yaml.safe_dump(local, sort_keys=True), encoding="utf-8")
 
     def argv(self, command: str, *extra: str) -> list[str]:
         base = [sys.executable, "-m", "labctl.cli"]
@@ -202,6 +268,8 @@ class Lab:
             "guest": [*base, "run", profile, "--json"],
             "ovs-run": [*base, "run", profile, "--json"],
             "ovs-sweep": [*base, "sweep", profile, "--db", str(self.db), "--json"],
+            "fleet": [*base, "fleet", "sweep", profile, "-i", str(getattr(self, "inventory", "")), "--db", str(self.db),
+                      "--data-dir", str(self.work / "fleet")],
         }[command] + list(extra)
 
     def call(self, argv: list[str], fault: str | None = None, timeout_s: float = 600.0) -> tuple[int, str]:
@@ -222,12 +290,16 @@ def _default_sigint() -> None:
 # --- the checks -----------------------------------------------------------------------------------
 
 def _processes_of(lab: Lab) -> list[str]:
-    prefix = f"labctl-{lab.name}"
+    """The lab's processes: any whose command line names its directories or ``labctl-NAME`` (a DPDK file
+    prefix, a domain), never another lab's (other sessions run labs on this host at the same time). A
+    fleet case's ansible-playbook, its workers, modules and the host's labctl all name the case's
+    directories (inventory, data directory, ansible_remote_tmp, labctl_work)."""
+    prefix = re.compile(re.escape(f"labctl-{lab.name}") + r"(?![A-Za-z0-9])")
     found = []
     for proc in psutil.process_iter(["cmdline", "name"]):
         cmdline = proc.info.get("cmdline") or []
         text = " ".join(cmdline)
-        mine = str(lab.work) in text or str(lab.shared) in text or prefix in text
+        mine = str(lab.work) in text or str(lab.shared) in text or prefix.search(text) is not None
         if proc.pid != os.getpid() and mine and "pytest" not in text:
             found.append(f"process {proc.pid} {proc.info.get('name')}")
     return found
@@ -251,6 +323,22 @@ def leaks(lab: Lab) -> list[str]:
         found += _libvirt_leaks(lab)
     if lab.case.command in OVS:
         found += _ovs_leaks(lab, found)
+    if lab.case.command in FLEET:
+        found += _fleet_leaks(lab)
+    return found
+
+
+def _fleet_leaks(lab: Lab) -> list[str]:
+    """A fleet case's temporary files: modules' temporary directories (ansible_remote_tmp), AnsiballZ
+    payloads (TMPDIR), ansible-playbook's controller-side ones (each run's ``ansible-local``), a job
+    record left (``job.json``: a job nobody stopped), and any ``*.tmp`` under the case."""
+    found = [f"temporary file {p}" for d in ("ansible-tmp", "tmp") if (lab.work / d).exists()
+             for p in (lab.work / d).iterdir()]
+    data = lab.work / "fleet"
+    if data.exists():
+        found += [f"temporary file {p}" for p in data.glob("*/ansible-local/*")]
+        found += [f"job left {p}" for p in data.glob("*/job.json")]
+    found += [f"temporary file {p}" for p in lab.work.rglob("*.tmp")]
     return found
 
 
@@ -319,6 +407,9 @@ def run_case(case: Case, work: Path, index: int) -> Outcome:
     t0 = time.monotonic()
     lab = Lab(work, case, index)
     try:
+        if case.command in FLEET:
+            _run_fleet_case(case, lab, outcome)
+            return outcome
         if case.command == "down":
             code, err = lab.call(lab.argv("up"))
             if code != 0:
@@ -361,9 +452,88 @@ def run_case(case: Case, work: Path, index: int) -> Outcome:
     return outcome
 
 
+def _injected(lab: Lab, err: str) -> bool:
+    return "labctl-fault:" in err or (lab.fault_log.exists() and "labctl-fault:" in lab.fault_log.read_text())
+
+
+def fleet_store(db: Path) -> dict:
+    """The merged store of a fleet case: whole, and its runs (one per merge: ``fleet IDENT: HOST``) with
+    their finished trials' plan entries."""
+    state = store_state(db)
+    runs: dict = {}
+    for run_id, seq in state["done"].values():
+        runs.setdefault(run_id, []).append(seq)
+    state["merged"] = runs
+    if db.exists():
+        conn = sqlite3.connect(db)
+        try:
+            state["run_ids"] = [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY id")]
+        finally:
+            conn.close()
+    else:
+        state["run_ids"] = []
+    return state
+
+
+def _run_fleet_case(case: Case, lab: Lab, outcome: Outcome) -> None:
+    """A fault of ``labctl fleet sweep``; then the same fleet sweep again (the next labctl: it stops
+    what a killed controller left, and the host's labctl takes over what a killed labctl left).
+
+    ``fleet``: the controller ends as its signal says (130, 143, or killed), in one line. ``fleet-host``:
+    the host's labctl does, so the host fails and the controller exits 1, naming it in one line, and
+    merges nothing of it. Then: the merge is all or nothing (nothing of a merge the fault stopped is in
+    the store), the re-run exits 0 and merges exactly the plan (``lost``: entries missing from it, and
+    trials merged before the fault gone after it), and nothing of the case is left."""
+    controller_fault, host_fault = fleet_fault(case)
+    lab.write_inventory(host_fault)
+    code, err = lab.call(lab.argv("fleet"), controller_fault)
+    outcome.injected = _injected(lab, err)
+    lines = [line for line in err.strip().splitlines() if not line.startswith("labctl-fault:")]
+    if case.command == "fleet":
+        clean_exit = code == EXIT[case.signal]
+        if code != -9:  # its last line is the one that says why (progress lines come before it)
+            clean_exit &= bool(lines) and lines[-1] in ("labctl: interrupted", "labctl: terminated by SIGTERM (cleaned up)")
+    else:
+        host_exit = f"(exit {HOST_EXIT[case.signal]})"
+        failed = [line for line in lines if line.startswith("local: labctl sweep: failed")]
+        clean_exit = code == 1 and any(host_exit in line for line in failed)
+        lines = failed or lines
+    clean_exit &= "Traceback" not in err and "internal error" not in err
+    outcome.detail = f"exit {code}" + (f": {lines[-1][:160]}" if lines else "")
+    before = fleet_store(lab.db)
+    half = [run_id for run_id, seqs in before["merged"].items() if len(seqs) != FLEET_PLAN]
+    half += [run_id for run_id in before["run_ids"] if run_id not in before["merged"]]
+    lab.write_inventory(None)
+    code2, err2 = lab.call(lab.argv("fleet"))
+    recovered = code2 == 0
+    notes = [line for line in err2.splitlines() if line.startswith("note: ")]
+    if notes:
+        outcome.detail += f"; {notes[0][:160]}"
+    if not recovered:
+        outcome.detail += f"; next labctl fleet exit {code2}: {err2.strip()[-200:]}"
+    after = fleet_store(lab.db)
+    outcome.leaks = leaks(lab)
+    if not after["ok"]:
+        outcome.leaks.append(f"store: {after.get('error', 'a trial is not whole or integrity_check failed')}")
+    if half:
+        outcome.leaks.append(f"store: runs {half} half-merged by the fleet sweep the fault stopped")
+    lost = len(set(before["done"]) - set(after["done"]))
+    newest = after["run_ids"][-1] if after["run_ids"] else None
+    seqs = after["merged"].get(newest, []) if recovered else []
+    lost += FLEET_PLAN - len(set(seqs))
+    if len(seqs) != len(set(seqs)):
+        outcome.leaks.append(f"store: {len(seqs) - len(set(seqs))} plan entries merged twice")
+    outcome.lost = max(lost, 0)
+    outcome.survived = outcome.injected and clean_exit and recovered
+
+
 def _clean(lab: Lab) -> None:
     """Whatever a failed case left, removed (the next case must start clean); only this lab's."""
     if leaks(lab):
+        if lab.case.command in FLEET:
+            from labctl.fleet.run import stop_orphans
+
+            stop_orphans(lab.work / "fleet")
         lab.call(lab.argv("down"))
     import shutil
 

@@ -1,6 +1,7 @@
 """The fault matrix, reduced for CI: SIGINT, SIGTERM and kill -9 at each phase of run and sweep, a few of
-tune and ndr, one of a libvirt guest's ``up``, and two of ``run`` with an OVS-DPDK vswitch (skipped
-where ovs-vswitchd-dpdk is not installed). ``python benchmarks/faults.py`` runs every case.
+tune and ndr, one of a libvirt guest's ``up``, two of ``run`` with an OVS-DPDK vswitch (skipped
+where ovs-vswitchd-dpdk is not installed) and two of ``labctl fleet sweep`` over a local inventory
+(the controller signalled while the host's labctl measures; skipped without ansible-runner). ``python benchmarks/faults.py`` runs every case.
 
 After each fault the next labctl (``sweep --resume``, or ``labctl down``) leaves nothing of the lab,
 the store is whole, and a resumed sweep has exactly its plan (see tests/faults/harness.py)."""
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import Case, applicable, ovs_installed, run_case
+from tests.faults.harness import Case, applicable, fleet_installed, ovs_installed, run_case
 
 needs_dpdk = pytest.mark.skipif(shutil.which("dpdk-testpmd") is None, reason="dpdk-testpmd not installed")
 pytestmark = [pytest.mark.integration, pytest.mark.faults, needs_dpdk]
@@ -26,6 +27,10 @@ REDUCED = [Case(c, s, p) for c, s, p in [
 GUEST = [Case("up", "KILL", "setup")]
 OVS = [Case("ovs-run", "KILL", "measure"), Case("ovs-run", "TERM", "teardown")]
 needs_ovs = pytest.mark.skipif(not ovs_installed(), reason="openvswitch-switch-dpdk not installed")
+# the controller stopped by SIGTERM (the reaper tears the host's lab down) and by kill -9 (the next fleet
+# sweep stops the job it left) while the host's labctl measures
+FLEET = [Case("fleet", "TERM", "measure"), Case("fleet", "KILL", "measure")]
+needs_fleet = pytest.mark.skipif(not fleet_installed(), reason="ansible-runner / ansible-core not installed")
 
 
 def _check(case: Case, tmp_path: Path) -> None:
@@ -51,4 +56,10 @@ def test_guest_fault(case, tmp_path):
 @needs_ovs
 @pytest.mark.parametrize("case", OVS, ids=lambda c: c.key)
 def test_ovs_fault(case, tmp_path):
+    _check(case, tmp_path)
+
+
+@needs_fleet
+@pytest.mark.parametrize("case", FLEET, ids=lambda c: c.key)
+def test_fleet_fault(case, tmp_path):
     _check(case, tmp_path)
