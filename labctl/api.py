@@ -22,7 +22,7 @@ from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile
-from labctl.results.access import ids_text, open_store, run_trials
+from labctl.results.access import ids_text, open_store, resolve_run, run_and_trials, run_trials
 from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
 from labctl.signals import CancelScope
@@ -237,13 +237,6 @@ def replay(path: str | Path, budget: int, seed: int = 0):
 
 # --- results ------------------------------------------------------------------------------------------
 
-def _store(db: str | Path, option: str = "--db") -> Store:
-    db = Path(db)
-    if not db.exists():
-        raise UserError(f"{option} {db}: no such result store (run `labctl sweep` or `labctl import` first)")
-    return Store(db)
-
-
 def check_writable(out: Path, option: str = "--out") -> None:
     """``out`` must name a file in an existing, writable directory (checked before any work)."""
     if not can_create(out):
@@ -254,36 +247,6 @@ def runs(db: str | Path) -> list[dict[str, Any]]:
     """Every run of the store, oldest first, with its trial counts."""
     with open_store(db) as store:
         return store.runs()
-
-
-def resolve_run(db: str | Path, value: int | str | None, option: str = "--run", exclude: int | None = None,
-                db_option: str = "--db") -> int | None:
-    """A run given as an id or a name (a face's text): the id. A whole number is an id (checked where
-    the run is read); any other text names runs by their name, which is the profile's name for a run
-    labctl measured and ``labctl import --name`` for an imported one. A name that several runs carry
-    means the newest of them (a baseline accepted again under the same name replaces the older one),
-    ``exclude`` left out (compare's candidate, when the baseline is looked up in the same store).
-    ``None`` stays ``None`` (the caller's default run). An unknown name is a UserError naming the ids and
-    names ``db`` holds."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    with _store(db, db_option) as store:
-        listed = store.runs()
-    if text:
-        named = [r["id"] for r in listed if r["profile_name"] == text and r["id"] != exclude]
-        if named:
-            return named[-1]
-    ids = ids_text([r["id"] for r in listed])
-    names = list(dict.fromkeys(r["profile_name"] for r in reversed(listed) if r["profile_name"]))
-    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
-    what = "no run of that name" if text else "empty"
-    if text and exclude is not None and any(r["profile_name"] == text for r in listed):
-        what = f"only the candidate run {exclude} has that name"
-    raise UserError(f"{option} {value}: {what} in {db} (allowed: a run id, {ids}; or a run name, "
-                    f"newest first: {shown or 'none'})")
 
 
 def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
@@ -488,22 +451,6 @@ def check_threshold(threshold_pct: float) -> None:
     check(threshold_pct)
 
 
-def _run_and_trials(db: str | Path, run: int | None, option: str,
-                    db_option: str = "--db") -> tuple[dict[str, Any], list[TrialRecord]]:
-    """(the run's facts, its trials of every status): ``run``, or the newest run of ``db``."""
-    with _store(db, db_option) as store:
-        ids = [r["id"] for r in store.runs()]
-        if run is None and not ids:
-            raise UserError(f"{db_option} {db}: holds no runs")
-        run = ids[-1] if run is None else run
-        if run not in ids:
-            raise UserError(f"{option} {run}: no such run in {db} (allowed: {ids_text(ids)})")
-        info = store.run(run)
-        records = store.trials(run, status=None)
-    keys = ("id", "profile_name", "host", "created_at", "status")
-    return {**{k: info[k] for k in keys}, "db": str(db)}, records
-
-
 def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: int | str | None = None,
             metric: str | None = None, threshold_pct: float | str | None = None, junit: str | Path | None = None,
             baseline_db: str | Path | None = None):
@@ -541,8 +488,8 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
                         f"of {db}: {ids_text(ids)}; or --baseline-db another store)")
     newest = (runs(db) or [{"id": None}])[-1]["id"] if same and candidate is None else candidate
     baseline = resolve_run(base_db, baseline, "--baseline", exclude=newest if same else None, db_option=base_option)
-    cand_run, cand_records = _run_and_trials(db, candidate, "--candidate")
-    base_run, base_records = _run_and_trials(base_db, baseline, "--baseline", base_option)
+    cand_run, cand_records = run_and_trials(db, candidate, "--candidate")
+    base_run, base_records = run_and_trials(base_db, baseline, "--baseline", base_option)
     if same and base_run["id"] == cand_run["id"]:
         others = [i for i in (r["id"] for r in runs(db)) if i != cand_run["id"]]
         raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "

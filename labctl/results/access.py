@@ -14,16 +14,16 @@ from labctl.errors import UserError
 from labctl.results.record import TrialRecord, judged_trials
 from labctl.results.store import Store
 
-__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host"]
+__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "resolve_run"]
 
 RUN_KEYS = ("id", "profile_name", "host", "created_at", "status")  # a run's facts a comparison shows
 
 
-def open_store(db: str | Path) -> Store:
-    """The existing store at ``db`` (never created here)."""
+def open_store(db: str | Path, option: str = "--db") -> Store:
+    """The existing store at ``db`` (never created here); ``option`` names it in the error."""
     db = Path(db)
     if not db.exists():
-        raise UserError(f"--db {db}: no such result store (run `labctl sweep` or `labctl import` first)")
+        raise UserError(f"{option} {db}: no such result store (run `labctl sweep` or `labctl import` first)")
     return Store(db)
 
 
@@ -68,16 +68,47 @@ def run_trials(db: str | Path, run: int | None = None, status: str | None = "ok"
     return run_id, only_host(records, host, f"run {run_id}"), info
 
 
-def run_and_trials(db: str | Path, run: int | None, option: str) -> tuple[dict[str, Any], list[TrialRecord]]:
+def run_and_trials(db: str | Path, run: int | None, option: str,
+                   db_option: str = "--db") -> tuple[dict[str, Any], list[TrialRecord]]:
     """(the run's facts, its trials of every status): ``run``, or the newest run of ``db``; an unknown
     id is an error naming ``option`` and the ids there are."""
-    with open_store(db) as store:
+    with open_store(db, db_option) as store:
         ids = [r["id"] for r in store.runs()]
         if run is None and not ids:
-            raise UserError(f"--db {db}: holds no runs")
+            raise UserError(f"{db_option} {db}: holds no runs")
         run = ids[-1] if run is None else run
         if run not in ids:
             raise UserError(f"{option} {run}: no such run in {db} (allowed: {ids_text(ids)})")
         info = store.run(run)
         records = store.trials(run, status=None)
     return {**{k: info[k] for k in RUN_KEYS}, "db": str(db)}, records
+
+
+def resolve_run(db: str | Path, value: int | str | None, option: str = "--run", exclude: int | None = None,
+                db_option: str = "--db") -> int | None:
+    """A run given as an id or a name (a face's text): the id. A whole number is an id (checked where
+    the run is read); any other text names runs by their name, which is the profile's name for a run
+    labctl measured and ``labctl import --name`` for an imported one. A name that several runs carry
+    means the newest of them (a baseline accepted again under the same name replaces the older one),
+    ``exclude`` left out (compare's candidate, when the baseline is looked up in the same store).
+    ``None`` stays ``None`` (the caller's default run). An unknown name is a UserError naming the ids and
+    names ``db`` holds."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    with open_store(db, db_option) as store:
+        listed = store.runs()
+    if text:
+        named = [r["id"] for r in listed if r["profile_name"] == text and r["id"] != exclude]
+        if named:
+            return named[-1]
+    ids = ids_text([r["id"] for r in listed])
+    names = list(dict.fromkeys(r["profile_name"] for r in reversed(listed) if r["profile_name"]))
+    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
+    what = "no run of that name" if text else "empty"
+    if text and exclude is not None and any(r["profile_name"] == text for r in listed):
+        what = f"only the candidate run {exclude} has that name"
+    raise UserError(f"{option} {value}: {what} in {db} (allowed: a run id, {ids}; or a run name, "
+                    f"newest first: {shown or 'none'})")
