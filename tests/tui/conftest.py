@@ -89,10 +89,12 @@ def fixed(monkeypatch, tmp_path, grid_db) -> dict[str, Any]:
 
 class ScriptedSweep:
     """Stands in for ``api.sweep``: sends the events of a 4-trial run, then (``hold``) waits for the
-    scope to be cancelled, as a trial in flight would; records what it was called with."""
+    scope to be cancelled, as a trial in flight would; records what it was called with. ``notes``: note
+    events sent after the run's."""
 
-    def __init__(self, hold: bool = True):
+    def __init__(self, hold: bool = True, notes: tuple[str, ...] = ()):
         self.hold = hold
+        self.notes = notes
         self.calls: list[dict[str, Any]] = []
         self.waiting = threading.Event()
 
@@ -103,6 +105,8 @@ class ScriptedSweep:
         self.calls.append({"profile": loaded.profile.name, "db": db, "repeat": repeat, "resume": resume,
                            "duration": loaded.profile.workload.duration_s})
         on_event(api.Event("run", lab="quick", run_id=7, total=4, done=0))
+        for note in self.notes:
+            on_event(api.Event("note", lab="quick", message=note))
         for i, (rx, burst, mpps) in enumerate([(256, 32, 5.0), (256, 64, 6.0)]):
             on_event(api.Event("phase", lab="quick", message="measure"))
             record = TrialRecord(config={}, metrics=Metrics(mpps=mpps))

@@ -45,6 +45,15 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def shown(app) -> str:
+    """The text on the terminal now, as the user sees it (what ``export_screenshot`` draws, as text)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, legacy_windows=False,
+                      safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
+
+
 # -- switching and quitting --------------------------------------------------------------------------
 
 def test_each_screen_is_one_key_away_and_q_quits(fixed):
@@ -160,6 +169,30 @@ def test_sweep_shows_progress_eta_phase_and_bars_then_cancels(fixed, monkeypatch
             await until(pilot, lambda: not app.busy)
         assert sweep.calls[0] == {"profile": "quick", "db": fixed["db"], "repeat": None, "resume": False, "duration": 1}
         assert sweep.calls[1]["resume"] is True
+
+    run(go())
+
+
+def test_the_newest_message_shows_even_after_long_ones(fixed, monkeypatch):
+    """A note that wraps (waiting for another labctl's CPUs) must not push the cancel message and its
+    resume command off the three lines the messages have at 80x24."""
+    waiting = ("waiting for CPU 0: pid 11762 (lab it-tcpkill, CPUs 0-1) is measuring on it (this trial "
+               "needs CPUs 0-1)")
+    sweep = ScriptedSweep(notes=(waiting, waiting))
+    monkeypatch.setattr(api, "sweep", sweep)
+    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+
+    async def go():
+        app = LabctlApp(**fixed, mode="sweep")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("g")
+            await until(pilot, lambda: sweep.waiting.is_set())
+            await pilot.press("c")
+            await until(pilot, lambda: not app.busy)
+            await until(pilot, lambda: "--resume`" in shown(app))
+            screen = shown(app)
+            assert "cancelled (cleaned up); resume with u, or `labctl sweep" in screen
+            assert "run 7 quick: cancelled" in screen
 
     run(go())
 

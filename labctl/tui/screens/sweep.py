@@ -10,7 +10,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Footer, Header, Input, Label, ProgressBar, Static
 
 from labctl import api
@@ -54,6 +54,9 @@ def read_store(db: Any, mine: int | None, seen: tuple | None) -> StoreView | Non
     return StoreView(run, bars, progress, now)
 
 
+MESSAGES = 20  # the notes kept on the screen (its last lines show; the rest scroll)
+
+
 class SweepScreen(LabScreen):
     SUB_TITLE = "Sweep"
     BINDINGS = [Binding("g", "start", "Start"), Binding("t", "tune", "Tune"),
@@ -85,7 +88,8 @@ class SweepScreen(LabScreen):
             yield Static("", id="phase")
             yield Static("Rate per configuration: median Mpps [95% CI] n", classes="title", markup=False)
             yield RateBars(id="bars")
-            yield Static("", id="messages")
+            with VerticalScroll(id="messages-scroll"):  # kept at its end: the newest message is the one to see
+                yield Static("", id="messages")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -232,4 +236,6 @@ class SweepScreen(LabScreen):
         phase = f"phase: {progress.phase}" if progress.phase else "phase: -"
         last = f"    last: {progress.last}" if progress.last else ""
         self.query_one("#phase", Static).update(phase + last)
-        self.query_one("#messages", Static).update("\n".join(progress.messages[-3:]))
+        self.query_one("#messages", Static).update("\n".join(progress.messages[-MESSAGES:]))
+        scroll = self.query_one("#messages-scroll", VerticalScroll)
+        self.call_after_refresh(scroll.scroll_end, animate=False)
