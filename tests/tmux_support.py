@@ -42,7 +42,9 @@ class Pane:
         self._conf = conf
         self._tmux("-f", str(conf), "new-session", "-d", "-s", "app", "-x", str(size[0]), "-y", str(size[1]),
                    "-c", str(cwd), "--", *argv, env=environment)
-        self.pid = int(self._tmux("display-message", "-p", "-t", "app", "#{pane_pid}").stdout.strip())
+        pid, socket_path = self._tmux("display-message", "-p", "-t", "app",
+                                      "#{pane_pid} #{socket_path}").stdout.strip().split(" ", 1)
+        self.pid, self._socket_path = int(pid), Path(socket_path)
 
     def _tmux(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run([TMUX, "-L", self.socket, *args], capture_output=True, text=True, check=check, env=env,
@@ -115,6 +117,7 @@ class Pane:
         """Stop the tmux server (and with it a program still running: SIGHUP)."""
         self._tmux("kill-server", check=False)
         self._conf.unlink(missing_ok=True)
+        self._socket_path.unlink(missing_ok=True)  # tmux leaves its socket behind after kill-server
 
     def __enter__(self) -> "Pane":
         return self
