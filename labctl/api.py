@@ -22,7 +22,7 @@ from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile
-from labctl.results.access import ids_text, open_store, resolve_run, run_and_trials, run_trials
+from labctl.results.access import open_store, resolve_run, run_pair, run_trials
 from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
 from labctl.signals import CancelScope
@@ -469,39 +469,21 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     (another profile, other axes) are refused: such a comparison has nothing to judge, and a CI job
     would pass on it without a verdict."""
     from labctl.analysis.compare import (
-        DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, parse_threshold,
+        DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, differing_knobs, parse_threshold,
     )
     from labctl.analysis.junit import write_junit
 
-    base_db = Path(db if baseline_db is None else baseline_db)
-    base_option = "--db" if baseline_db is None else "--baseline-db"
-    same = base_db.resolve() == Path(db).resolve()
     threshold_pct = parse_threshold(threshold_pct)
     threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
     check_threshold(threshold_pct)
     if junit is not None:
         check_writable(Path(junit), "--junit")
-    candidate = resolve_run(db, candidate, "--candidate")
-    if same and baseline is None:
-        ids = [r["id"] for r in runs(db)]
-        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
-                        f"of {db}: {ids_text(ids)}; or --baseline-db another store)")
-    newest = (runs(db) or [{"id": None}])[-1]["id"] if same and candidate is None else candidate
-    baseline = resolve_run(base_db, baseline, "--baseline", exclude=newest if same else None, db_option=base_option)
-    cand_run, cand_records = run_and_trials(db, candidate, "--candidate")
-    base_run, base_records = run_and_trials(base_db, baseline, "--baseline", base_option)
-    if same and base_run["id"] == cand_run["id"]:
-        others = [i for i in (r["id"] for r in runs(db)) if i != cand_run["id"]]
-        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
-                        f"{ids_text(others)})")
-    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
-             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
+    (base_run, base_records), (cand_run, cand_records), where = run_pair(db, baseline, candidate, baseline_db)
     metric = metric or default_metric(judged_trials(cand_records))
     check_measured(metric, [base_records, cand_records], where)
     result = compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run)
     if result.items and all(item.cause == "unpaired" for item in result.items):
-        note = next((n for n in result.notes if n.startswith("no configuration")), "")
-        differ = note.partition("knobs that differ: ")[2]
+        differ = differing_knobs(judged_trials(base_records), judged_trials(cand_records))
         raise UserError(f"--baseline {base_run['id']}: none of its configurations recurs in candidate run "
                         f"{cand_run['id']}{', knobs that differ: ' + differ if differ else ''} (allowed: a "
                         "baseline run of the candidate's profile and configurations)")
@@ -535,8 +517,8 @@ def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:
 def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str | None = None,
           configs: Iterable[str] | None = None, host: str | None = None):
     """``metric`` (default: ``mpps``, or a tcp profile's own rate) across every run of ``profile`` in the
-    store, one row per run in the order they were measured, per configuration (``configs``: ``KNOB=VALUE`` it must have) and host/accelerator/lab: the
-    median, its 95% CI, n, the change against the first run with its verdict, and the environment
+    store, one row per run in the order they were measured, per configuration (``configs``: ``KNOB=VALUE``
+    it must have) and host/accelerator/lab: the median, its 95% CI, n, the change against the first run with its verdict, and the environment
     changes against the previous row (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials."""
     from labctl.analysis.trend import build_trend
 

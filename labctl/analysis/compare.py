@@ -81,7 +81,7 @@ __all__ = [
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
     "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
-    "parse_run_id", "parse_threshold", "check_threshold", "compare_selections",
+    "parse_run_id", "parse_threshold", "check_threshold", "compare_selections", "differing_knobs",
 ]
 
 #: A regression must be larger than this (in per cent of the baseline median), with its whole interval.
@@ -521,21 +521,25 @@ def _by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
     return out
 
 
+def differing_knobs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str:
+    """The knobs no value of which both runs share, as ``knob (old values vs new values)``, the first five
+    shown (empty when there are none): why no configuration of one run recurs in the other."""
+    differ = []
+    for knob in dict.fromkeys(k for r in (*baseline, *candidate) for k in r.config):
+        old = sorted({repr(r.config.get(knob, "absent")) for r in baseline})
+        new = sorted({repr(r.config.get(knob, "absent")) for r in candidate})
+        if not set(old) & set(new):
+            differ.append(f"{knob} ({', '.join(old)} vs {', '.join(new)})")
+    return "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
+
+
 def _unpaired_note(base: dict[str, list[TrialRecord]], cand: dict[str, list[TrialRecord]]) -> str | None:
     """When no configuration pairs: the knobs whose values differ between the runs (a changed profile,
     or a labctl that records a new knob), so the user sees why."""
     if set(base) & set(cand) or not base or not cand:
         return None
-    b_records = [r for group in base.values() for r in group]
-    c_records = [r for group in cand.values() for r in group]
-    differ = []
-    for knob in dict.fromkeys(k for r in (*b_records, *c_records) for k in r.config):
-        old = sorted({repr(r.config.get(knob, "absent")) for r in b_records})
-        new = sorted({repr(r.config.get(knob, "absent")) for r in c_records})
-        if not set(old) & set(new):
-            differ.append(f"{knob} ({', '.join(old)} vs {', '.join(new)})")
-    shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
-    return "no configuration of the baseline recurs in the candidate" + (f": knobs that differ: {shown}" if differ else "")
+    shown = differing_knobs([r for group in base.values() for r in group], [r for group in cand.values() for r in group])
+    return "no configuration of the baseline recurs in the candidate" + (f": knobs that differ: {shown}" if shown else "")
 
 
 def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], metric: str = "mpps",

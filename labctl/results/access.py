@@ -1,5 +1,6 @@
 """A face's way into a result store: open one by its path (with the one message for a missing store),
-pick a run by id (or the newest), read its trials, keep one host's.
+pick a run by id or name (or the newest), read its trials, keep one host's, resolve the baseline and
+candidate runs a comparison reads.
 
 Every error is a :class:`~labctl.errors.UserError` naming the option (``--db``, ``--baseline``,
 ``--host``, ...) and the allowed values. :mod:`labctl.api` calls these; nothing here creates a store.
@@ -14,7 +15,7 @@ from labctl.errors import UserError
 from labctl.results.record import TrialRecord, judged_trials
 from labctl.results.store import Store
 
-__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "resolve_run"]
+__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "resolve_run", "run_pair"]
 
 RUN_KEYS = ("id", "profile_name", "host", "created_at", "status")  # a run's facts a comparison shows
 
@@ -112,3 +113,30 @@ def resolve_run(db: str | Path, value: int | str | None, option: str = "--run", 
         what = f"only the candidate run {exclude} has that name"
     raise UserError(f"{option} {value}: {what} in {db} (allowed: a run id, {ids}; or a run name, "
                     f"newest first: {shown or 'none'})")
+
+
+def run_pair(db: str | Path, baseline: int | str | None, candidate: int | str | None,
+             baseline_db: str | Path | None = None):
+    """The runs a comparison reads: ((baseline facts, trials), (candidate facts, trials), a phrase naming
+    both). The candidate is a run of ``db`` (default: its newest); the baseline a run of ``baseline_db``
+    (default ``db``: then it is required, and by name it never resolves to the candidate, nor by id may it
+    be the candidate). Either is an id or a name (:func:`resolve_run`)."""
+    base_db = Path(db if baseline_db is None else baseline_db)
+    base_option = "--db" if baseline_db is None else "--baseline-db"
+    same = base_db.resolve() == Path(db).resolve()
+    candidate = resolve_run(db, candidate, "--candidate")
+    ids = run_ids(db) if same else []
+    if same and baseline is None:
+        raise UserError(f"--baseline: required when the baseline is in the candidate's store (allowed: a run "
+                        f"of {db}: {ids_text(ids)}; or --baseline-db another store)")
+    newest = (ids or [None])[-1] if same and candidate is None else candidate
+    baseline = resolve_run(base_db, baseline, "--baseline", exclude=newest if same else None, db_option=base_option)
+    cand_run, cand_records = run_and_trials(db, candidate, "--candidate")
+    base_run, base_records = run_and_trials(base_db, baseline, "--baseline", base_option)
+    if same and base_run["id"] == cand_run["id"]:
+        others = [i for i in ids if i != cand_run["id"]]
+        raise UserError(f"--baseline {baseline}: the candidate run itself (allowed: another run of {db}: "
+                        f"{ids_text(others)})")
+    where = (f"runs {base_run['id']} and {cand_run['id']}" if same else
+             f"baseline run {base_run['id']} of {base_db} and candidate run {cand_run['id']} of {db}")
+    return (base_run, base_records), (cand_run, cand_records), where
