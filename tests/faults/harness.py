@@ -305,6 +305,14 @@ def _processes_of(lab: Lab) -> list[str]:
     return found
 
 
+def leaks_after(lab: Lab, after: dict) -> list[str]:
+    """What the case left (:func:`leaks`), and the store when it is not whole after the next labctl."""
+    left = leaks(lab)
+    if not after["ok"]:
+        left.append(f"store: {after.get('error', 'a trial is not whole or integrity_check failed')}")
+    return left
+
+
 def leaks(lab: Lab) -> list[str]:
     """Everything of the lab still there (after the next labctl acted)."""
     found = _processes_of(lab)
@@ -430,9 +438,7 @@ def run_case(case: Case, work: Path, index: int) -> Outcome:
         if not recovered:
             outcome.detail += f"; next labctl exit {code2}: {err2.strip()[-200:]}"
         after = store_state(lab.db)
-        outcome.leaks = leaks(lab)
-        if not after["ok"]:
-            outcome.leaks.append(f"store: {after.get('error', 'a trial is not whole or integrity_check failed')}")
+        outcome.leaks = leaks_after(lab, after)
         lost = len(set(before["done"]) - set(after["done"]))  # stored before the fault, gone after
         if case.command in SWEEPS:
             seqs = [seq for (_run, seq) in after["done"].values()]
@@ -512,9 +518,7 @@ def _run_fleet_case(case: Case, lab: Lab, outcome: Outcome) -> None:
     if not recovered:
         outcome.detail += f"; next labctl fleet exit {code2}: {err2.strip()[-200:]}"
     after = fleet_store(lab.db)
-    outcome.leaks = leaks(lab)
-    if not after["ok"]:
-        outcome.leaks.append(f"store: {after.get('error', 'a trial is not whole or integrity_check failed')}")
+    outcome.leaks = leaks_after(lab, after)
     if half:
         outcome.leaks.append(f"store: runs {half} half-merged by the fleet sweep the fault stopped")
     lost = len(set(before["done"]) - set(after["done"]))
