@@ -77,7 +77,25 @@ def _signals_pass() -> Iterator[None]:
         raise
 
 
+def probe_emulators(uri: str) -> None:
+    """Wait until the driver has probed its emulators (their capabilities are cached).
+
+    The first domain defined after libvirtd starts with an empty capabilities cache (a fresh host, an
+    upgraded QEMU) waits seconds while libvirtd probes QEMU; a labctl killed in that wait leaves the
+    define running inside libvirtd, which finishes it after the client is gone. Probing first, while
+    nothing is defined, shrinks that window to the define itself; and :func:`remove_domain` probes before
+    it concludes there is no domain, so a define still in flight is waited for and then removed.
+    ``getCapabilities`` takes the same cache lookups a define does (one per emulator)."""
+    conn = connect(uri)
+    try:
+        with _signals_pass():
+            conn.getCapabilities()
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"{uri}: cannot read the hypervisor's capabilities: {_message(exc)}") from None
+
+
 def define_and_start(uri: str, xml: str, start: bool = True):
+    probe_emulators(uri)
     conn = connect(uri)
     try:
         with _signals_pass():
@@ -94,8 +112,11 @@ def define_and_start(uri: str, xml: str, start: bool = True):
 
 
 def remove_domain(uri: str, name: str) -> bool:
-    """Destroy and undefine; False when there was nothing to remove."""
+    """Destroy and undefine; False when there was nothing to remove (after any define in flight)."""
     dom = lookup(uri, name)
+    if dom is None:
+        probe_emulators(uri)  # a killed labctl's define may still be running in libvirtd
+        dom = lookup(uri, name)
     if dom is None:
         return False
     try:

@@ -71,3 +71,24 @@ def test_down_finds_domain_without_state_file(tap_profile):
     load_state("tap-kernel").path.unlink()  # the state file is lost
     assert "domain labctl-tap-kernel" in down("tap-kernel", TEST_URI)
     assert hypervisor.lookup(TEST_URI, "labctl-tap-kernel") is None
+
+
+def test_down_removes_a_domain_whose_define_was_still_in_flight(tap_profile, monkeypatch):
+    """labctl up killed while libvirtd probes QEMU (the first define on a host with an empty capabilities
+    cache): libvirtd finishes the define after labctl is gone. down must wait for it, then remove it."""
+    up(tap_profile, TEST_URI)
+    dom = hypervisor.lookup(TEST_URI, "labctl-tap-kernel")
+    xml = dom.XMLDesc()
+    dom.destroy()
+    dom.undefine()  # not defined yet, as libvirt sees it; the state file records the domain
+    probes = []
+
+    def define_lands_during_the_probe(uri):
+        probes.append(uri)
+        if len(probes) == 1:
+            hypervisor.connect(uri).defineXML(xml)
+
+    monkeypatch.setattr(hypervisor, "probe_emulators", define_lands_during_the_probe)
+    down("tap-kernel")
+    assert probes == [TEST_URI]
+    assert hypervisor.lookup(TEST_URI, "labctl-tap-kernel") is None
