@@ -81,7 +81,7 @@ __all__ = [
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
     "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
-    "parse_run_id", "parse_threshold", "check_threshold", "compare_selections", "differing_knobs",
+    "parse_threshold", "check_threshold", "compare_selections", "differing_knobs",
 ]
 
 #: A regression must be larger than this (in per cent of the baseline median), with its whole interval.
@@ -120,16 +120,6 @@ _DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
 def metric_name(metric: str) -> str:
     """The metric ``metric`` names: ``ndr`` -> ``ndr_mpps``, ``pdr`` -> ``pdr_mpps``, others as they are."""
     return METRIC_ALIASES.get(metric, metric)
-
-
-def parse_run_id(value: int | str | None, option: str, allowed: str) -> int | None:
-    """A run id given as text (``--baseline 3``): a whole number, else UserError naming ``allowed``."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    text = str(value).strip()
-    if not text.lstrip("-").isdigit():
-        raise UserError(f"{option} {value}: not a run id (allowed: {allowed})")
-    return int(text)
 
 
 def parse_threshold(value: float | str | None) -> float | None:

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from labctl.analysis.compare import (
-    VERDICTS, check_measured, compare_runs, family_confidence, judge, lower_is_better, parse_run_id, parse_threshold,
+    VERDICTS, check_measured, compare_runs, family_confidence, judge, lower_is_better, parse_threshold,
     repeats_needed,
 )
 from labctl.analysis.comparison_text import render_comparison
@@ -266,17 +266,6 @@ def test_the_runs_are_shown_with_the_host_their_trials_recorded():
     assert result.baseline["host"] == "lab1"  # the trials' env.host (a CI job's inventory name)
     assert result.candidate["host"] == "controller"  # no host recorded: the run's own
     assert render_comparison(result).startswith("baseline:  run 1 (host lab1)")
-
-
-@pytest.mark.parametrize("text, expected", [("3", 3), (" 12 ", 12), ("-1", -1), (4, 4), (None, None)])
-def test_run_ids_given_as_text(text, expected):
-    assert parse_run_id(text, "--baseline", "1..3") == expected
-
-
-@pytest.mark.parametrize("text", ["abc", "1.5", "", "3x"])
-def test_a_bad_run_id_names_the_option_and_the_runs(text):
-    with pytest.raises(UserError, match=rf"^--candidate {text}: not a run id \(allowed: 1\.\.3\)$"):
-        parse_run_id(text, "--candidate", "1..3")
 
 
 def test_thresholds_given_as_text():
