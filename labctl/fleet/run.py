@@ -433,5 +433,6 @@ def sweep(profile: str | Path, inventory: str | Path, db: str | Path | None, *, 
               "labctl_args": [str(a) for a in args], **(group_vars or {})}
     run = run_playbook("sweep", playbooks_dir() / "sweep.yml", inventory, chosen, None, data_dir, on_event)
     if db is not None:
-        run.merged = merge(run.hosts, db, run_name=run.ident)
+        with signals.stoppable():  # SIGTERM mid-merge: Terminated, the transaction rolled back, exit 143
+            run.merged = merge(run.hosts, db, run_name=run.ident)
     return run

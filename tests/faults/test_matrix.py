@@ -1,7 +1,8 @@
 """The fault matrix, reduced for CI: SIGINT, SIGTERM and kill -9 at each phase of run and sweep, a few of
 tune and ndr, one of a libvirt guest's ``up``, two of ``run`` with an OVS-DPDK vswitch (skipped
-where ovs-vswitchd-dpdk is not installed) and two of ``labctl fleet sweep`` over a local inventory
-(the controller signalled while the host's labctl measures; skipped without ansible-runner). ``python benchmarks/faults.py`` runs every case.
+where ovs-vswitchd-dpdk is not installed) and three of ``labctl fleet sweep`` over a local inventory
+(the controller signalled while the host's labctl measures, and SIGTERM in the controller's merge;
+skipped without ansible-runner). ``python benchmarks/faults.py`` runs every case.
 
 After each fault the next labctl (``sweep --resume``, or ``labctl down``) leaves nothing of the lab,
 the store is whole, and a resumed sweep has exactly its plan (see tests/faults/harness.py)."""
@@ -29,7 +30,7 @@ OVS = [Case("ovs-run", "KILL", "measure"), Case("ovs-run", "TERM", "teardown")]
 needs_ovs = pytest.mark.skipif(not ovs_installed(), reason="openvswitch-switch-dpdk not installed")
 # the controller stopped by SIGTERM (the reaper tears the host's lab down) and by kill -9 (the next fleet
 # sweep stops the job it left) while the host's labctl measures
-FLEET = [Case("fleet", "TERM", "measure"), Case("fleet", "KILL", "measure")]
+FLEET = [Case("fleet", "TERM", "measure"), Case("fleet", "KILL", "measure"), Case("fleet", "TERM", "commit")]
 needs_fleet = pytest.mark.skipif(not fleet_installed(), reason="ansible-runner / ansible-core not installed")
 
 
