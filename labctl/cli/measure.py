@@ -152,7 +152,8 @@ def ndr(file: Path, db: Path = DB, set_: Optional[List[str]] = SET,
                    f"p90 {row['p90_us']:.1f}, p99 {row['p99_us']:.1f}, p99.9 {row['p999_us']:.1f}, "
                    f"max {row['max_us']:.1f}")
     typer.echo(f"{result.search}: {result.trials} trials, {result.trial_seconds:.1f} trial-seconds in "
-               f"{result.wall_s:.0f} s (generator maximum {result.max_load_mpps:.3f} Mpps) -> run {result.run_id} "
+               f"{result.wall_s:.0f} s (generator's paced maximum {result.max_load_mpps:.3f} Mpps, found in "
+               f"{result.calibration_trials} calibration trials) -> run {result.run_id} "
                f"in {db}")
     for warning in result.warnings:
         say(f"warning: {warning}")

@@ -11,8 +11,9 @@ as the record's ``mpps`` is. A measurement is a paced labgen trial (see :mod:`la
 A trial the generator could not keep up with (invalid: it fell behind its schedule) is repeated; if it
 stays invalid, MLRsearch gets it with its unsent frames, which its rules count against that load
 (``MeasurementResult.loss_ratio``: "irregular situations ... guide search algorithms towards lower
-loads"), and the search result says the generator limited it. The maximum load is what the generator
-itself sends at full speed on this lab, so that limit is rarely reached.
+loads"), and the search result says the generator limited it. The maximum load is the highest load
+at which labgen keeps its schedule on this lab (calibrated before the search with short paced trials
+from 98% of its full speed down), so the search does not spend repeated invalid trials above it.
 
 Every measurement is stored as a trial of the run (``details.role = "search"``); the search's own
 record (``details.role = "ndr"``) carries ``ndr_mpps``, ``pdr_mpps`` and their bounds, and latency is
@@ -34,6 +35,7 @@ NDR_LOSS = 0.0
 PDR_LOSS = 0.005
 LATENCY_LOADS = (10, 50, 90)  # per cent of PDR
 INVALID_RETRIES = 2
+CALIBRATION_STEPS = 9  # 98% of full speed, then x0.9 each: down to 42%
 SEARCHES = ("mlrsearch", "binary")
 
 
@@ -83,6 +85,8 @@ class NdrResult:
     trials: int = 0
     trial_seconds: float = 0.0
     max_load_mpps: float = 0.0
+    calibration_trials: int = 0
+    calibration_seconds: float = 0.0
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     run_id: int | None = None
@@ -90,7 +94,8 @@ class NdrResult:
     def to_dict(self) -> dict[str, Any]:
         return {"ndr": self.ndr.to_dict(), "pdr": self.pdr.to_dict(), "latency": self.latency,
                 "trials": self.trials, "trial_seconds": round(self.trial_seconds, 3), "search": self.search,
-                "max_load_mpps": self.max_load_mpps, "wall_s": round(self.wall_s, 1), "warnings": self.warnings,
+                "max_load_mpps": self.max_load_mpps, "calibration_trials": self.calibration_trials,
+                "calibration_seconds": round(self.calibration_seconds, 3), "wall_s": round(self.wall_s, 1), "warnings": self.warnings,
                 "run_id": self.run_id}
 
     def metrics(self) -> Metrics:
@@ -114,36 +119,44 @@ class LabMeasurer:
         self.trials = 0
         self.trial_seconds = 0.0
         self.limited = 0  # loads the generator could not keep up with, even repeated
+        self.calibration_trials = 0
+        self.calibration_seconds = 0.0
         self._monitor = ThreadMonitor
 
     @property
     def ports(self) -> int:
         return len(self.lab.plan.nics)
 
-    def trial(self, duration_s: float, load_pps: float, role: str = "search") -> tuple[Any, TrialRecord]:
-        """One paced trial at ``load_pps`` per port: (labgen's result, its stored record)."""
+    def attempt(self, duration_s: float, load_pps: float, role: str, attempt: int = 0) -> tuple[Any, TrialRecord]:
+        """One paced trial at ``load_pps`` per port, recorded: (labgen's result, its record)."""
         from labctl.workload.paced import paced_metrics
 
         plan = self.lab.plan
+        monitor = self._monitor(dict(self.lab.pids))
+        spec = self.lab.paced.spec(load_pps, duration_s, 0.0)
+        result, before, after, report = self.lab.paced.trial(spec, monitor, lambda _phase: None)
+        metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
+                                         self.lab.forwarding_cpu_s(report, after.t - before.t), self.lab.host_kind)
+        record = self.base.model_copy(deep=True, update={"metrics": metrics, "started_at": time.time()})
+        record.details.update(details)
+        record.details.update({"role": role, "search": self.search, "load_pps_per_port": load_pps,
+                               "intended_duration_s": duration_s, "attempt": attempt})
+        record.finished_at = time.time()
+        if not result.valid:
+            record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason})")
+        self.on_record(record)
+        notify(self.on_event, "note", lab=plan.name,
+               message=f"{self.search} {role}: {load_pps * self.ports / 1e6:.3f} Mpps for {duration_s:g} s -> "
+                       f"loss {(result.loss_ratio or 0.0):.4%}" + ("" if result.valid else " (invalid)"))
+        return result, record
+
+    def trial(self, duration_s: float, load_pps: float, role: str = "search") -> tuple[Any, TrialRecord]:
+        """A measurement of the search (or of latency): a paced trial, repeated while the generator fell
+        behind (up to INVALID_RETRIES times), each attempt counted in the trial-seconds."""
         for attempt in range(INVALID_RETRIES + 1):
-            monitor = self._monitor(dict(self.lab.pids))
-            spec = self.lab.paced.spec(load_pps, duration_s, 0.0)
-            result, before, after, report = self.lab.paced.trial(spec, monitor, lambda _phase: None)
+            result, record = self.attempt(duration_s, load_pps, role, attempt)
             self.trials += 1
             self.trial_seconds += duration_s
-            metrics, details = paced_metrics(result, before, after, plan.generator.frame_size, report.cpu_by_role(),
-                                             self.lab.forwarding_cpu_s(report, after.t - before.t), self.lab.host_kind)
-            record = self.base.model_copy(deep=True, update={"metrics": metrics, "started_at": time.time()})
-            record.details.update(details)
-            record.details.update({"role": role, "search": self.search, "load_pps_per_port": load_pps,
-                                   "intended_duration_s": duration_s, "attempt": attempt})
-            record.finished_at = time.time()
-            if not result.valid:
-                record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason})")
-            self.on_record(record)
-            notify(self.on_event, "note", lab=plan.name,
-                   message=f"{self.search}: {load_pps * self.ports / 1e6:.3f} Mpps for {duration_s:g} s -> "
-                           f"loss {(result.loss_ratio or 0.0):.4%}" + ("" if result.valid else " (invalid)"))
             if result.valid:
                 return result, record
         self.limited += 1
@@ -165,15 +178,36 @@ class LabMeasurer:
         return bad <= loss_goal * max(result.offered, 1)
 
 
-def max_load_pps(lab: Any) -> float:
-    """The load MLRsearch may ask at most, per port: 98% of what labgen sends on this lab at full speed
-    (an unpaced trial), so the search stays within what the generator can keep a schedule for."""
+def full_speed_pps(lab: Any) -> float:
+    """What labgen sends per port on this lab at full speed (an unpaced 1 s trial, not stored)."""
     spec = lab.paced.spec(0, 1.0, 0.2)
     result = lab.generator.run_trial(spec)
     per_port = result.achieved_rate_pps
     if per_port <= 0:
         raise WorkloadError("labgen sent nothing at full speed: no load to search")
-    return 0.98 * per_port
+    return per_port
+
+
+def max_load_pps(measurer: LabMeasurer, duration_s: float) -> tuple[float, list[str]]:
+    """The load a search may ask at most, per port: the highest of 98%, 90%, 81%, ... (down to 43%) of
+    labgen's full speed at which one paced trial of ``duration_s`` kept its schedule. Pacing costs
+    labgen speed (on this 2-vCPU host it keeps a schedule at about half its full speed), and every load
+    above what it can pace is an invalid trial, repeated, at every step of a search that asks for it.
+    The calibration trials are stored (role ``calibration``) and counted apart from the search's
+    (``calibration_trials``, ``calibration_seconds``). With no fraction valid, the lowest is the maximum
+    and a warning says the generator limits the search."""
+    full = full_speed_pps(measurer.lab)
+    load = 0.98 * full
+    for _step in range(CALIBRATION_STEPS):
+        result, _record = measurer.attempt(duration_s, load, role="calibration")
+        measurer.calibration_trials += 1
+        measurer.calibration_seconds += duration_s
+        if result.valid:
+            return load, []
+        load *= 0.9
+    load /= 0.9
+    return load, [f"labgen kept no schedule up to {load * measurer.ports / 1e6:.3f} Mpps ({load / full:.0%} of its "
+                  "full speed): the search's loads are capped there and may be limited by the generator"]
 
 
 def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float, max_load: float
@@ -233,7 +267,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
     started = time.monotonic()
     measurer = LabMeasurer(lab, base, settings.search, on_record, on_event)
     ports = measurer.ports
-    max_load = max_load_pps(lab)
+    max_load, calibration_warnings = max_load_pps(measurer, settings.initial_trial_s)
     min_load = max(max_load / 1000.0, 1000.0)
     search = _mlrsearch if settings.search == "mlrsearch" else _binary
     found = search(measurer, settings, min_load, max_load)
@@ -243,7 +277,13 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
         scale = ports / 1e6
         return Bound(*(None if x is None else round(x * scale, 6) for x in (value, lower, upper)))
 
-    result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6))
+    result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6),
+                       warnings=calibration_warnings)
+    for name in ("ndr", "pdr"):
+        lower = found[name][1]
+        if lower is not None and lower >= max_load * (1 - settings.precision):
+            result.warnings.append(f"{name.upper()} is at the search's maximum load ({result.max_load_mpps:.3f} Mpps, "
+                                   "the most labgen can pace here): the lab forwards at least this, maybe more")
     if measurer.limited:
         result.warnings.append(f"{measurer.limited} loads stayed invalid (the generator fell behind): the search "
                                "treated their unsent frames as lost; the results may be limited by the generator")
@@ -259,6 +299,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
     elif latency:
         result.warnings.append("no PDR was found above the minimum load: latency was not measured")
     result.trials, result.trial_seconds = measurer.trials, measurer.trial_seconds  # the latency trials too
+    result.calibration_trials, result.calibration_seconds = measurer.calibration_trials, measurer.calibration_seconds
     result.wall_s = time.monotonic() - started
     return result
 
@@ -268,7 +309,9 @@ def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
     record = base.model_copy(deep=True, update={"metrics": result.metrics(), "finished_at": time.time()})
     record.details.update({"role": "ndr", "ndr": asdict(result.ndr), "pdr": asdict(result.pdr),
                            "search": result.search, "latency": result.latency, "trials": result.trials,
-                           "trial_seconds": result.trial_seconds, "max_load_mpps": result.max_load_mpps})
+                           "trial_seconds": result.trial_seconds, "max_load_mpps": result.max_load_mpps,
+                           "calibration_trials": result.calibration_trials,
+                           "calibration_seconds": result.calibration_seconds})
     record.warnings.extend(result.warnings)
     if result.latency:
         mid = next((x for x in result.latency if x["load_pct"] == 50), result.latency[0])

@@ -73,3 +73,59 @@ def test_settings_are_checked():
         with pytest.raises(UserError, match=field):
             bad.check()
     assert NDR_LOSS == 0.0 and PDR_LOSS == 0.005
+
+
+class PacingLab:
+    """labgen at full speed sends FULL_PPS per port but keeps a schedule only up to PACED_PPS."""
+
+    FULL_PPS, PACED_PPS = 4_000_000.0, 2_100_000.0
+
+    class Generator:
+        def run_trial(self, _spec):
+            return type("Unpaced", (), {"achieved_rate_pps": PacingLab.FULL_PPS})()
+
+    class Paced:
+        def spec(self, rate, duration, warmup):
+            return (rate, duration, warmup)
+
+    def __init__(self, paced_pps: float = PACED_PPS):
+        self.paced_pps = paced_pps
+        self.generator = self.Generator()
+        self.paced = self.Paced()
+
+
+class CalibrationMeasurer:
+    """The part of LabMeasurer that max_load_pps uses: attempt() and the calibration counters."""
+
+    ports = PORTS
+
+    def __init__(self, lab):
+        self.lab, self.loads = lab, []
+        self.calibration_trials, self.calibration_seconds = 0, 0.0
+
+    def attempt(self, duration_s, load_pps, role, attempt=0):
+        assert role == "calibration"
+        self.loads.append(load_pps)
+        return type("Paced", (), {"valid": load_pps <= self.lab.paced_pps})(), None
+
+
+def test_the_maximum_load_is_the_highest_load_the_generator_keeps_a_schedule_for():
+    from labctl.measure.ndr import max_load_pps
+
+    measurer = CalibrationMeasurer(PacingLab())
+    load, warnings = max_load_pps(measurer, 1.0)
+    full = PacingLab.FULL_PPS
+    # 98%, 88.2%, 79.4%, 71.4%, 64.3%, 57.9%, 52.1% of 4 Mpps: the first at or under 2.1 Mpps is 2.084
+    assert load == pytest.approx(0.98 * 0.9 ** 6 * full) and load <= PacingLab.PACED_PPS
+    assert measurer.loads[0] == pytest.approx(0.98 * full) and len(measurer.loads) == 7
+    assert measurer.calibration_trials == 7 and measurer.calibration_seconds == 7.0 and warnings == []
+
+
+def test_a_generator_that_keeps_no_schedule_caps_the_search_with_a_warning():
+    from labctl.measure.ndr import CALIBRATION_STEPS, max_load_pps
+
+    measurer = CalibrationMeasurer(PacingLab(paced_pps=0.0))
+    load, warnings = max_load_pps(measurer, 0.5)
+    assert len(measurer.loads) == CALIBRATION_STEPS and load == pytest.approx(measurer.loads[-1])
+    assert measurer.calibration_seconds == CALIBRATION_STEPS * 0.5
+    assert len(warnings) == 1 and "labgen kept no schedule up to" in warnings[0]
