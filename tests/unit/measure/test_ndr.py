@@ -129,3 +129,43 @@ def test_a_generator_that_keeps_no_schedule_caps_the_search_with_a_warning():
     assert len(measurer.loads) == CALIBRATION_STEPS and load == pytest.approx(measurer.loads[-1])
     assert measurer.calibration_seconds == CALIBRATION_STEPS * 0.5
     assert len(warnings) == 1 and "labgen kept no schedule up to" in warnings[0]
+
+
+class RoundedRateLab:
+    """labgen runs an integer rate: at 2556.205 pps per port for 5 s it schedules 12780 frames a port,
+    not int(2556.205 * 5) = 12781, and sends them all with no loss."""
+
+    class Result:
+        valid, loss_count, unsent, window_s, reason = True, 0, 0, 5.0, "kept up"
+
+        def __init__(self, load_pps, duration_s, unsent=0):
+            self.unsent = unsent
+            self.offered = round(load_pps) * int(duration_s) * PORTS - unsent
+
+    def __init__(self, unsent=0):
+        self.unsent = unsent
+
+    def trial(self, duration_s, load_pps, role="search"):
+        return self.Result(load_pps, duration_s, self.unsent), None
+
+
+@pytest.mark.parametrize("load", [2556.205, 4966.857, 1000.5])
+def test_a_lossless_trial_at_a_fractional_load_meets_the_zero_loss_goal(load):
+    from labctl.measure.ndr import LabMeasurer
+
+    measurer = LabMeasurer.__new__(LabMeasurer)
+    measurer.trial = RoundedRateLab().trial
+    measurer.lab = type("Lab", (), {"plan": type("Plan", (), {"nics": [0, 1]})()})()
+    assert measurer.measure(5.0, load).loss_ratio == 0.0
+    assert measurer.passes(5.0, load, NDR_LOSS)
+
+
+def test_frames_the_generator_never_sent_count_against_the_load():
+    from labctl.measure.ndr import LabMeasurer
+
+    measurer = LabMeasurer.__new__(LabMeasurer)
+    measurer.trial = RoundedRateLab(unsent=200).trial
+    measurer.lab = type("Lab", (), {"plan": type("Plan", (), {"nics": [0, 1]})()})()
+    got = measurer.measure(5.0, 100_000.0)
+    assert got.unsent_count == 200 and got.loss_ratio == pytest.approx(200 / 1_000_000)
+    assert not measurer.passes(5.0, 100_000.0, NDR_LOSS) and measurer.passes(5.0, 100_000.0, PDR_LOSS)
