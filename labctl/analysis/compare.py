@@ -18,7 +18,8 @@ latency, drops and cycles per packet (:func:`lower_is_better`):
     host, accelerator or lab (those change what is measured, not how well the software does); the
     baseline holds zeros (no relative change); fewer than :data:`~labctl.analysis.statistics.MIN_TRIALS`
     trials, or too few for the confidence a verdict needs (below); a side is two-band (a median of two
-    bands depends on how many trials fell in each); the interval is wider than ±T on both sides
+    bands depends on how many trials fell in each), unless every candidate trial lies beyond T of every
+    baseline trial, which no mix of the bands can undo (then it is a regression or progression); the interval is wider than ±T on both sides
     (noisy); or it excludes 0 but reaches inside T (undecided).
 
 Why the interval and the threshold, not the point estimate: on a noisy host a median 12% lower with an
@@ -273,11 +274,17 @@ class Judgement:
     cause: str | None = None  # a key of CAUSES for "cannot tell"
 
 
-def judge(delta: Delta, threshold_pct: float, lower_better: bool) -> Judgement:
+def judge(delta: Delta, threshold_pct: float, lower_better: bool,
+          values: tuple[Sequence[float], Sequence[float]] | None = None) -> Judgement:
     """The verdict on one :func:`~labctl.analysis.statistics.compare` result (see the module docstring);
-    ``delta.confidence`` is the confidence the verdict needs (:func:`family_confidence`)."""
+    ``delta.confidence`` is the confidence the verdict needs (:func:`family_confidence`). ``values``
+    (baseline, candidate) lets a two-band side be judged by its range (:func:`_range_judgement`)."""
     if delta.verdict == "inconclusive" or delta.ci_low_pct is None or delta.ci_high_pct is None:
         few = min(delta.n_baseline, delta.n_candidate) < MIN_TRIALS
+        if not few and values is not None:
+            by_range = _range_judgement(delta, threshold_pct, lower_better, *values)
+            if by_range is not None:
+                return by_range
         return Judgement("cannot tell", delta.reason, "few-repeats" if few else "two-band")
     low, high, t = delta.ci_low_pct, delta.ci_high_pct, threshold_pct
     interval = f"{100 * delta.confidence:.4g}% interval {delta.format()}"
@@ -304,6 +311,26 @@ def judge(delta: Delta, threshold_pct: float, lower_better: bool) -> Judgement:
     return Judgement("cannot tell", f"too noisy: the {interval} reaches past both -{t:g}% and +{t:g}%, so "
                                     f"n={delta.n_baseline} vs {delta.n_candidate} cannot tell a {t:g}% change; "
                                     "repeat more (--repeat) or quiet the host", "noisy")
+
+
+def _range_judgement(delta: Delta, threshold_pct: float, lower_better: bool, baseline: Sequence[float],
+                     candidate: Sequence[float]) -> Judgement | None:
+    """A two-band side, judged by the ranges: the median of a two-band sample depends on how many trials
+    fell in each band, but whatever the mix, it lies between the side's extremes. So when every
+    candidate trial lies beyond T of every baseline trial in one direction (the change of the medians is
+    bounded by [min(c)/max(b) - 1, max(c)/min(b) - 1]), the verdict does not depend on the bands, as
+    long as n_b vs n_c can reach the confidence (:func:`_floor`: no overlap at all happens by chance
+    with that probability). None when the ranges overlap or come within T: "cannot tell" stands."""
+    low = 100.0 * (min(candidate) / max(baseline) - 1.0)
+    high = 100.0 * (max(candidate) / min(baseline) - 1.0)
+    t = threshold_pct
+    worse, better = (low > t, high < -t) if lower_better else (high < -t, low > t)
+    if not (worse or better) or _floor(delta.n_baseline, delta.n_candidate) > (1.0 - delta.confidence) / 2:
+        return None
+    bad, good = ("+", "-") if lower_better else ("-", "+")
+    verdict, sign = ("regression", bad) if worse else ("progression", good)
+    return Judgement(verdict, f"{delta.reason}; but every candidate trial lies beyond {sign}{t:g}% of every "
+                              f"baseline trial (range of the change [{low:+.1f}%, {high:+.1f}%]), whatever the bands")
 
 
 def delta_of(baseline: Sequence[float], candidate: Sequence[float], metric: str, confidence: float) -> Delta:
@@ -567,7 +594,7 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
     confidence = family_confidence(len(pending))
     for item, b_values, c_values in pending:
         delta = delta_of(b_values, c_values, metric, confidence)
-        item.apply(delta, judge(delta, threshold_pct, lower_is_better(metric)))
+        item.apply(delta, judge(delta, threshold_pct, lower_is_better(metric), (b_values, c_values)))
     items.sort(key=lambda item: tuple(sort_key(item.knobs[k]) for k in knobs))
     notes = []
     unpaired = _unpaired_note(base, cand)

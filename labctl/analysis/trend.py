@@ -133,7 +133,7 @@ def build_trend(records: Sequence[TrialRecord], profile: str, metric: str | None
     confidence = family_confidence(len(pending))
     for row, first, vals in pending:
         delta = delta_of(first, vals, metric, confidence)
-        judgement = judge(delta, threshold_pct, lower_is_better(metric))
+        judgement = judge(delta, threshold_pct, lower_is_better(metric), (first, vals))
         row.change, row.verdict, row.reason = delta.format(), judgement.verdict, judgement.reason
     series.sort(key=lambda s: (tuple(sort_key(s.knobs[k]) for k in knobs), tuple(map(str, s.env.values()))))
     notes = [f"{len(pending)} changes against the first run judged together: each interval at "

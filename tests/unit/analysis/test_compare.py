@@ -76,7 +76,7 @@ def test_three_repeats_never_give_a_verdict_of_direction():
 
 def test_too_few_repeats_and_two_bands_are_cannot_tell_never_a_verdict():
     base = run_records(1, {256: [10.0, 10.1], 512: [8.6, 9.1, 9.0, 15.3, 16.0, 16.8], 1024: [10.0] * 6})
-    cand = run_records(2, {256: [5.0, 5.1], 512: [7.0, 7.2, 7.1, 7.3, 7.0, 7.2], 1024: [9.0, 9.1, 8.6, 15.0, 16.1, 16.0]},
+    cand = run_records(2, {256: [5.0, 5.1], 512: [8.0, 8.2, 8.1, 8.3, 8.0, 8.2], 1024: [9.0, 9.1, 8.6, 15.0, 16.1, 16.0]},
                        first_id=100)
     result = compare_runs(base, cand)
     by_rx = {item.knobs["guest.nics.*.rx_queue_size"]: item for item in result.items}
@@ -86,6 +86,30 @@ def test_too_few_repeats_and_two_bands_are_cannot_tell_never_a_verdict():
         assert by_rx[rx].verdict == "cannot tell" and by_rx[rx].cause == "two-band"
         assert f"{side} two bands" in by_rx[rx].reason
     assert result.exit_code == 0
+
+
+def test_a_two_band_side_wholly_beyond_the_threshold_is_judged_by_its_range():
+    """Two bands in the candidate (0.6-0.7 and 1.1-1.2, a shared host's scatter) against a baseline ten
+    times higher: no mix of the bands brings the median within 5%, so it is a regression; two bands that
+    reach into the baseline's range stay "cannot tell"; and 4 vs 4 stays short of the confidence."""
+    cand_values = [0.6, 0.62, 0.61, 1.1, 1.2, 1.15]
+    base = run_records(1, {256: [10.0, 10.1, 9.9, 10.05, 9.95, 10.0], 512: [1.0, 1.02, 0.99, 1.01, 1.0, 0.98]})
+    cand = run_records(2, {256: cand_values, 512: cand_values}, first_id=100)
+    result = compare_runs(base, cand)
+    by_rx = {item.knobs["guest.nics.*.rx_queue_size"]: item for item in result.items}
+    assert by_rx[256].verdict == "regression" and "candidate two bands" in by_rx[256].reason
+    assert "every candidate trial lies beyond -5% of every baseline trial" in by_rx[256].reason
+    assert "[-94.1%, -87.9%]" in by_rx[256].reason
+    assert by_rx[512].verdict == "cannot tell" and by_rx[512].cause == "two-band"
+    assert result.exit_code == 1
+    # the same ranges read the other way round are a progression
+    flipped = compare_runs(run_records(1, {256: cand_values}), run_records(2, {256: [10.0, 10.1, 9.9, 10.05, 9.95, 10.0]}, first_id=100))
+    assert flipped.items[0].verdict == "progression" and flipped.exit_code == 0
+    # 4 vs 4 with 2 configurations compared: no overlap by chance is 1/C(8,4) = 1.4%, above the 1.25% tail
+    four = [0.6, 0.61, 1.1, 1.2]
+    few = compare_runs(run_records(1, {256: [10.0, 10.1, 9.9, 10.0], 512: [10.0, 10.1, 9.9, 10.0]}),
+                       run_records(2, {256: four, 512: four}, first_id=100))
+    assert {(i.verdict, i.cause) for i in few.items} == {("cannot tell", "two-band")}
 
 
 @pytest.mark.parametrize("field, value, word", [("accel", "kvm", "accelerator"), ("host", "lab2", "host"),
