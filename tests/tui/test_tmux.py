@@ -88,7 +88,10 @@ def test_each_screen_in_a_terminal(recorded_db, tmp_path, size):
 
         # Results: the runs newest first, the newest run's configurations
         pane.send("r")
-        results = pane.wait_for("labctl — Results", "run 2: 24 configurations", SCREEN_KEYS)
+        # the runs' names too: the runs table sizes its columns as its rows land, and a capture taken
+        # between two of its refreshes showed the names cut ("import:") while the rest was there
+        results = pane.wait_for("labctl — Results", "run 2: 24 configurations", "import:embedded-grid-r5.jsonl",
+                                "import:embedded-grid.jsonl", SCREEN_KEYS)
         runs = [line.split() for line in body(results) if line.split()[:1] in (["1"], ["2"])][:2]
         assert [r[:4] for r in runs] == [["2", "import:embedded-grid-r5.jsonl", "imported", "120/120"],
                                          ["1", "import:embedded-grid.jsonl", "imported", "72/72"]]
