@@ -37,6 +37,14 @@ LATENCY_LOADS = (10, 50, 90)  # per cent of PDR
 INVALID_RETRIES = 2
 CALIBRATION_STEPS = 9  # 98% of full speed, then x0.9 each: down to 42%
 SEARCHES = ("mlrsearch", "binary")
+#: MLRsearch's coarser targets before the final one (its ``SearchGoal.preceding_targets``; the package's
+#: default is 2). Each preceding target is a search of its own at a width twice the next one's and a trial
+#: duration between the initial and the final: they pay off when the final trial is much longer than
+#: the initial (CSIT: 1 s to 30 s or more). From 1 s to the 5 s trials this lab runs, the middle target
+#: (3.2 s trials) cost more than it saved: ``benchmarks/search_cost.py`` (1%, final 5 s) measured
+#: MLRsearch at 80, 89, 101, 111 and 96 trial-seconds with 1, 108 and 165 with 2, on this noisy host;
+#: on the planted lab of ``tests/unit/measure/test_ndr.py`` it is 24 against 30.3 (README).
+PRECEDING_TARGETS = 1
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,8 @@ def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float,
 
     goals = {name: SearchGoal(loss_ratio=loss, exceed_ratio=settings.exceed_ratio,
                               relative_width=settings.precision, initial_trial_duration=settings.initial_trial_s,
-                              final_trial_duration=settings.final_trial_s, duration_sum=settings.duration_sum_s)
+                              final_trial_duration=settings.final_trial_s, duration_sum=settings.duration_sum_s,
+                              preceding_targets=PRECEDING_TARGETS)
              for name, loss in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS))}
     config = Config()
     config.goals = list(goals.values())

@@ -66,6 +66,25 @@ def test_mlrsearch_costs_less_than_binary_search():
     assert mlr.trial_seconds < binary.trial_seconds
 
 
+def test_mlrsearch_runs_one_coarser_target_at_the_initial_duration_then_the_final(monkeypatch):
+    """PRECEDING_TARGETS = 1: trials of 1 s (the coarser target) and 5 s (the final), none between; on the
+    planted lab that costs less than the package's default of 2 (a middle target at 3.16 s)."""
+    import labctl.measure.ndr as ndr
+
+    def run(preceding: int) -> tuple[PlantedLab, set[float]]:
+        monkeypatch.setattr(ndr, "PRECEDING_TARGETS", preceding)
+        lab, durations = PlantedLab(), set()
+        result = lab.result
+        lab.result = lambda duration_s, load_pps: durations.add(round(duration_s, 2)) or result(duration_s, load_pps)
+        _mlrsearch(lab, SETTINGS, 1000.0, 2_000_000.0)
+        return lab, durations
+
+    one, one_durations = run(ndr.PRECEDING_TARGETS)
+    two, two_durations = run(2)
+    assert one_durations == {1.0, 5.0} and two_durations == {1.0, 3.16, 5.0}
+    assert one.trial_seconds < two.trial_seconds
+
+
 def test_settings_are_checked():
     for bad, field in ((SearchSettings(search="linear"), "--search linear"), (SearchSettings(precision=0.5), "--precision"),
                        (SearchSettings(initial_trial_s=5, final_trial_s=1), "trial durations"),
