@@ -19,8 +19,8 @@ latency, drops and cycles per packet (:func:`lower_is_better`):
     baseline holds zeros (no relative change); fewer than :data:`~labctl.analysis.statistics.MIN_TRIALS`
     trials, or too few for the confidence a verdict needs (below); a side is two-band (a median of two
     bands depends on how many trials fell in each), unless every candidate trial lies beyond T of every
-    baseline trial, which no mix of the bands can undo (then it is a regression or progression); the interval is wider than ±T on both sides
-    (noisy); or it excludes 0 but reaches inside T (undecided).
+    baseline trial, which no mix of the bands can undo (then it is a regression or progression); the
+    interval is wider than ±T on both sides (noisy); or it excludes 0 but reaches inside T (undecided).
 
 Why the interval and the threshold, not the point estimate: on a noisy host a median 12% lower with an
 interval of [-40%, +20%] is not a regression but a measurement that cannot tell, and a CI job that
@@ -274,6 +274,24 @@ class Judgement:
     cause: str | None = None  # a key of CAUSES for "cannot tell"
 
 
+def _signs(lower_better: bool) -> tuple[str, str]:
+    """The signs of a bad and a good change: (+, -) when lower is better, (-, +) for a rate."""
+    return ("+", "-") if lower_better else ("-", "+")
+
+
+def _beyond(low: float, high: float, t: float, lower_better: bool) -> tuple[bool, bool]:
+    """(worse, better): whether the whole change [low, high] (in %) lies beyond ``t`` in the bad or the
+    good direction."""
+    return (low > t, high < -t) if lower_better else (high < -t, low > t)
+
+
+def _chance_floor(delta: Delta) -> float | None:
+    """The chance that the trials do not overlap at all with no change (:func:`_floor`), when it is above
+    the one-sided error ``delta.confidence`` allows; None when n_b vs n_c can reach that confidence."""
+    floor = _floor(delta.n_baseline, delta.n_candidate)
+    return floor if floor > (1.0 - delta.confidence) / 2 else None
+
+
 def judge(delta: Delta, threshold_pct: float, lower_better: bool,
           values: tuple[Sequence[float], Sequence[float]] | None = None) -> Judgement:
     """The verdict on one :func:`~labctl.analysis.statistics.compare` result (see the module docstring);
@@ -288,11 +306,11 @@ def judge(delta: Delta, threshold_pct: float, lower_better: bool,
         return Judgement("cannot tell", delta.reason, "few-repeats" if few else "two-band")
     low, high, t = delta.ci_low_pct, delta.ci_high_pct, threshold_pct
     interval = f"{100 * delta.confidence:.4g}% interval {delta.format()}"
-    bad, good = ("+", "-") if lower_better else ("-", "+")
-    worse, better = (low > t, high < -t) if lower_better else (high < -t, low > t)
+    bad, good = _signs(lower_better)
+    worse, better = _beyond(low, high, t, lower_better)
     if worse or better:
-        floor = _floor(delta.n_baseline, delta.n_candidate)
-        if floor > (1.0 - delta.confidence) / 2:
+        floor = _chance_floor(delta)
+        if floor is not None:
             return Judgement("cannot tell", (
                 f"{'worse' if worse else 'better'} beyond {bad if worse else good}{t:g}% ({interval}), but "
                 f"n={delta.n_baseline} vs {delta.n_candidate} cannot reach {100 * delta.confidence:.4g}%: "
@@ -324,10 +342,10 @@ def _range_judgement(delta: Delta, threshold_pct: float, lower_better: bool, bas
     low = 100.0 * (min(candidate) / max(baseline) - 1.0)
     high = 100.0 * (max(candidate) / min(baseline) - 1.0)
     t = threshold_pct
-    worse, better = (low > t, high < -t) if lower_better else (high < -t, low > t)
-    if not (worse or better) or _floor(delta.n_baseline, delta.n_candidate) > (1.0 - delta.confidence) / 2:
+    worse, better = _beyond(low, high, t, lower_better)
+    if not (worse or better) or _chance_floor(delta) is not None:
         return None
-    bad, good = ("+", "-") if lower_better else ("-", "+")
+    bad, good = _signs(lower_better)
     verdict, sign = ("regression", bad) if worse else ("progression", good)
     return Judgement(verdict, f"{delta.reason}; but every candidate trial lies beyond {sign}{t:g}% of every "
                               f"baseline trial (range of the change [{low:+.1f}%, {high:+.1f}%]), whatever the bands")

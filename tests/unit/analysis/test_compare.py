@@ -89,7 +89,7 @@ def test_too_few_repeats_and_two_bands_are_cannot_tell_never_a_verdict():
 
 
 def test_a_two_band_side_wholly_beyond_the_threshold_is_judged_by_its_range():
-    """Two bands in the candidate (0.6-0.7 and 1.1-1.2, a shared host's scatter) against a baseline ten
+    """Two bands in the candidate (0.6-0.62 and 1.1-1.2, a shared host's scatter) against a baseline ten
     times higher: no mix of the bands brings the median within 5%, so it is a regression; two bands that
     reach into the baseline's range stay "cannot tell"; and 4 vs 4 stays short of the confidence."""
     cand_values = [0.6, 0.62, 0.61, 1.1, 1.2, 1.15]
