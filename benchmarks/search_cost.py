@@ -12,6 +12,11 @@ its maximum load (the highest labgen can pace, short trials): those seconds are 
 and are reported apart (``calibration_seconds`` per round), not in ``trial_seconds``. This host is a 2-vCPU VM whose
 speed swings: the NDR/PDR figures are its, not a lab's worth reporting.
 
+``short_trial_misses`` (per round and goal) counts the loads MLRsearch's short trials passed at or above a load
+its final trials failed (:func:`labctl.measure.ndr.short_trial_misses`): MLRsearch's saving rests on short trials
+predicting long ones, and where they do not (loss from the host's pauses, which grows with the trial's length)
+its final trials search again and it costs about what binary search does.
+
     python benchmarks/search_cost.py [--rounds 2] [--final 5] [--precision 0.01] [--duration-sum S]
                                      [--profile domains/quick.yaml]
 """
@@ -72,6 +77,7 @@ def main() -> int:
                     row = {"round": number, "search": search, "trial_seconds": round(result.trial_seconds, 2),
                            "trials": result.trials, "ndr_mpps": result.ndr.mpps, "pdr_mpps": result.pdr.mpps,
                            "calibration_seconds": result.calibration_seconds,
+                           "short_trial_misses": result.short_trial_misses,
                            "max_load_mpps": result.max_load_mpps,
                            "wall_s": round(result.wall_s, 1), "warnings": result.warnings}
                     per_search[search].append(row)

@@ -95,6 +95,7 @@ class NdrResult:
     max_load_mpps: float = 0.0
     calibration_trials: int = 0
     calibration_seconds: float = 0.0
+    short_trial_misses: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     run_id: int | None = None
@@ -103,8 +104,9 @@ class NdrResult:
         return {"ndr": self.ndr.to_dict(), "pdr": self.pdr.to_dict(), "latency": self.latency,
                 "trials": self.trials, "trial_seconds": round(self.trial_seconds, 3), "search": self.search,
                 "max_load_mpps": self.max_load_mpps, "calibration_trials": self.calibration_trials,
-                "calibration_seconds": round(self.calibration_seconds, 3), "wall_s": round(self.wall_s, 1), "warnings": self.warnings,
-                "run_id": self.run_id}
+                "calibration_seconds": round(self.calibration_seconds, 3),
+                "short_trial_misses": self.short_trial_misses, "wall_s": round(self.wall_s, 1),
+                "warnings": self.warnings, "run_id": self.run_id}
 
     def metrics(self) -> Metrics:
         return Metrics(ndr_mpps=self.ndr.mpps, ndr_lower_mpps=self.ndr.lower_mpps, ndr_upper_mpps=self.ndr.upper_mpps,
@@ -129,6 +131,7 @@ class LabMeasurer:
         self.limited = 0  # loads the generator could not keep up with, even repeated
         self.calibration_trials = 0
         self.calibration_seconds = 0.0
+        self.outcomes: list[Outcome] = []  # the search's measurements, as its goals read them
         self._monitor = ThreadMonitor
 
     @property
@@ -166,8 +169,12 @@ class LabMeasurer:
             self.trials += 1
             self.trial_seconds += duration_s
             if result.valid:
-                return result, record
-        self.limited += 1
+                break
+        else:
+            self.limited += 1
+        if role == "search":
+            self.outcomes.append(Outcome(duration_s, load_pps, (result.loss_count + result.unsent)
+                                         / max(scheduled_frames(result), 1)))
         return result, record
 
     def measure(self, intended_duration: float, intended_load: float):
@@ -183,6 +190,37 @@ class LabMeasurer:
         result, _record = self.trial(duration_s, load_pps)
         bad = result.loss_count + result.unsent
         return bad <= loss_goal * max(scheduled_frames(result), 1)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One measurement of a search: its intended duration and load (per port), and its loss ratio as
+    the goals read it (lost and never-sent frames over the frames scheduled)."""
+
+    duration_s: float
+    load_pps: float
+    loss_ratio: float
+
+
+def short_trial_misses(outcomes: list[Outcome], final_trial_s: float) -> dict[str, tuple[int, float, float]]:
+    """Where the search's short trials misled it, per goal: (how many loads met the goal in a trial
+    shorter than the final but failed it in a final-length trial at the same or a lower load, the
+    highest such load, the lowest load a final trial failed the goal at), per port; (0, 0, 0) when
+    none did. MLRsearch saves trial-seconds by letting short trials place the bounds that the final
+    trials then only confirm: that holds where a short trial predicts a long one, as on a forwarder
+    that loses what it cannot carry. Loss from pauses of the host (a 2-vCPU VM's vCPUs stop for
+    milliseconds several times a second) grows with the trial's length instead: a 1 s trial often
+    misses the pause a 5 s trial meets, the short trials place the bounds too high, and the final
+    trials search again from there, which costs about what a binary search at the final duration does."""
+    misses: dict[str, tuple[int, float, float]] = {}
+    final = [o for o in outcomes if o.duration_s >= final_trial_s]
+    for name, goal in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS)):
+        failed = [o.load_pps for o in final if o.loss_ratio > goal]
+        lowest = min(failed, default=0.0)
+        loads = {o.load_pps for o in outcomes
+                 if o.duration_s < final_trial_s and o.loss_ratio <= goal and failed and o.load_pps >= lowest}
+        misses[name] = (len(loads), max(loads, default=0.0), lowest if loads else 0.0)
+    return misses
 
 
 def scheduled_frames(result: Any) -> int:
@@ -300,6 +338,16 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
         if lower is not None and lower >= max_load * (1 - settings.precision):
             result.warnings.append(f"{name.upper()} is at the search's maximum load ({result.max_load_mpps:.3f} Mpps, "
                                    "the most labgen can pace here): the lab forwards at least this, maybe more")
+    scale = ports / 1e6
+    for name, (count, highest, lowest) in short_trial_misses(measurer.outcomes, settings.final_trial_s).items():
+        result.short_trial_misses[name] = count
+        if count:
+            result.warnings.append(
+                f"{name.upper()}: {count} loads passed in {settings.initial_trial_s:g} s trials (up to "
+                f"{highest * scale:.3f} Mpps) at or above the lowest load a {settings.final_trial_s:g} s trial "
+                f"failed ({lowest * scale:.3f}): short trials over-estimate this lab (on a host that pauses for "
+                "milliseconds, longer trials meet more pauses), so the final trials searched again and the short "
+                "ones saved little")
     if measurer.limited:
         result.warnings.append(f"{measurer.limited} loads stayed invalid (the generator fell behind): the search "
                                "treated their unsent frames as lost; the results may be limited by the generator")
@@ -327,7 +375,8 @@ def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
                            "search": result.search, "latency": result.latency, "trials": result.trials,
                            "trial_seconds": result.trial_seconds, "max_load_mpps": result.max_load_mpps,
                            "calibration_trials": result.calibration_trials,
-                           "calibration_seconds": result.calibration_seconds})
+                           "calibration_seconds": result.calibration_seconds,
+                           "short_trial_misses": result.short_trial_misses})
     record.warnings.extend(result.warnings)
     if result.latency:
         mid = next((x for x in result.latency if x["load_pct"] == 50), result.latency[0])

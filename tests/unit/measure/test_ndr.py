@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labctl.errors import UserError
-from labctl.measure.ndr import NDR_LOSS, PDR_LOSS, SearchSettings, _binary, _mlrsearch
+from labctl.measure.ndr import NDR_LOSS, PDR_LOSS, Outcome, SearchSettings, _binary, _mlrsearch, short_trial_misses
 
 NDR_PPS = 400_000.0  # per port: no loss at or below this load
 PORTS = 2
@@ -23,13 +23,19 @@ class PlantedLab:
         self.trial_seconds = 0.0
         self.trials = 0
         self.ports = PORTS
+        self.outcomes: list[Outcome] = []
+
+    def capacity_pps(self, duration_s: float) -> float:
+        return NDR_PPS
 
     def result(self, duration_s: float, load_pps: float):
         self.trials += 1
         self.trial_seconds += duration_s
         offered = int(load_pps * duration_s) * PORTS
-        kept = min(load_pps, NDR_PPS) / load_pps
-        return self.Result(offered, int(round(offered * (1 - kept))), duration_s)
+        kept = min(load_pps, self.capacity_pps(duration_s)) / load_pps
+        loss = int(round(offered * (1 - kept)))
+        self.outcomes.append(Outcome(duration_s, load_pps, loss / max(offered, 1)))
+        return self.Result(offered, loss, duration_s)
 
     # the measurer interfaces the searches use (labctl.measure.ndr.LabMeasurer)
     def measure(self, intended_duration: float, intended_load: float):
@@ -64,6 +70,38 @@ def test_mlrsearch_costs_less_than_binary_search():
     _mlrsearch(mlr, SETTINGS, 1000.0, 2_000_000.0)
     _binary(binary, SETTINGS, 1000.0, 2_000_000.0)
     assert mlr.trial_seconds < binary.trial_seconds
+
+
+class PausingLab(PlantedLab):
+    """A lab whose short trials miss the host's pauses: trials shorter than the final forward twice
+    NDR_PPS without loss, final-length trials only NDR_PPS (loss that grows with the trial's length)."""
+
+    def capacity_pps(self, duration_s: float) -> float:
+        return NDR_PPS if duration_s >= SETTINGS.final_trial_s else 2 * NDR_PPS
+
+
+def test_short_trials_that_over_estimate_the_lab_are_counted_and_cost_mlrsearch_its_saving():
+    planted, pausing = PlantedLab(), PausingLab()
+    _mlrsearch(planted, SETTINGS, 1000.0, 2_000_000.0)
+    found = _mlrsearch(pausing, SETTINGS, 1000.0, 2_000_000.0)
+    assert short_trial_misses(planted.outcomes, SETTINGS.final_trial_s) == {"ndr": (0, 0.0, 0.0), "pdr": (0, 0.0, 0.0)}
+    misses = short_trial_misses(pausing.outcomes, SETTINGS.final_trial_s)
+    for name, truth in (("ndr", NDR_PPS), ("pdr", PDR_PPS)):
+        count, highest, lowest = misses[name]
+        assert count >= 1 and truth < lowest <= highest <= 2 * truth * 1.01, (name, misses[name])
+        assert abs(found[name][0] - truth) / truth <= 2 * SETTINGS.precision  # the final trials decide
+    binary = PlantedLab()
+    _binary(binary, SETTINGS, 1000.0, 2_000_000.0)  # binary search runs final-length trials only: the same cost
+    assert pausing.trial_seconds / binary.trial_seconds > planted.trial_seconds / binary.trial_seconds
+
+
+def test_short_trial_misses_count_loads_not_trials():
+    final = 5.0
+    outcomes = [Outcome(1.0, 900.0, 0.0), Outcome(1.0, 900.0, 0.0), Outcome(1.0, 700.0, 0.001),
+                Outcome(5.0, 800.0, 0.001), Outcome(5.0, 600.0, 0.0), Outcome(1.0, 500.0, 0.0)]
+    misses = short_trial_misses(outcomes, final)
+    assert misses["ndr"] == (1, 900.0, 800.0)  # 900 passed short, 800 failed long; 500 is below it
+    assert misses["pdr"] == (0, 0.0, 0.0)  # no final trial lost more than 0.5%
 
 
 def test_mlrsearch_runs_one_coarser_target_at_the_initial_duration_then_the_final(monkeypatch):
