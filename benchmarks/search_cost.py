@@ -17,7 +17,7 @@ its final trials failed (:func:`labctl.measure.ndr.short_trial_misses`): MLRsear
 predicting long ones, and where they do not (loss from the host's pauses, which grows with the trial's length)
 its final trials search again and it costs about what binary search does.
 
-    python benchmarks/search_cost.py [--rounds 2] [--final 5] [--precision 0.01] [--duration-sum S]
+    python benchmarks/search_cost.py [--rounds 2] [--final 5] [--initial 1] [--precision 0.01] [--duration-sum S]
                                      [--profile domains/quick.yaml]
 """
 
@@ -46,7 +46,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="pairs of searches (mlrsearch then binary)")
     parser.add_argument("--final", type=float, default=5.0, help="final trial duration, seconds (MLRsearch starts "
-                                                                 "at 1 s; binary search runs every trial this long)")
+                                                                 "at --initial; binary search runs every trial this long)")
+    parser.add_argument("--initial", type=float, default=1.0,
+                        help="MLRsearch's initial trial duration, seconds (capped at --final; binary search has none)")
     parser.add_argument("--precision", type=float, default=0.01, help="relative width of the answer")
     parser.add_argument("--duration-sum", type=float, default=None,
                         help="trial-seconds MLRsearch wants at a load before calling it a bound (default: --final, "
@@ -55,6 +57,9 @@ def main() -> int:
     args = parser.parse_args()
     if not 1 <= args.rounds <= 20:
         print(f"search_cost: --rounds {args.rounds}: allowed 1..20", file=sys.stderr)
+        return 2
+    if args.initial < 0.1:
+        print(f"search_cost: --initial {args.initial}: allowed 0.1 s or more (capped at --final)", file=sys.stderr)
         return 2
     try:
         loaded = load_profile(args.profile, {"name": "bench-search", "workload.generator": "labgen",
@@ -71,7 +76,7 @@ def main() -> int:
             for number in range(args.rounds):
                 for search in ("mlrsearch", "binary"):
                     settings = SearchSettings(search=search, precision=args.precision,
-                                              initial_trial_s=min(1.0, args.final), final_trial_s=args.final,
+                                              initial_trial_s=min(args.initial, args.final), final_trial_s=args.final,
                                               duration_sum_s=args.duration_sum or args.final)
                     result = find_ndr(lab, base, settings, lambda _record: None, latency=False)
                     row = {"round": number, "search": search, "trial_seconds": round(result.trial_seconds, 2),
@@ -95,6 +100,7 @@ def main() -> int:
 
     out = {"mlrsearch": summary(per_search["mlrsearch"]), "binary": summary(per_search["binary"]),
            "precision": args.precision, "final_trial_s": args.final,
+           "initial_trial_s": min(args.initial, args.final),
            "duration_sum_s": args.duration_sum or args.final, "rounds": rounds,
            "host": "a 2-vCPU VM with unsteady speed: the rates are this host's, the trial-seconds the point"}
     binary_s = out["binary"]["trial_seconds"]
