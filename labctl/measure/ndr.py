@@ -15,7 +15,8 @@ loads"), and the search result says the generator limited it. The maximum load i
 at which labgen keeps its schedule on this lab (calibrated before the search with short paced trials
 from 98% of its full speed down), so the search does not spend repeated invalid trials above it.
 
-Every measurement is stored as a trial of the run (``details.role = "search"``); the search's own
+Every measurement is stored as a trial of the run (``details.role = "search"``; MLRsearch's first, a 1 s
+trial at the maximum load whose result it discards, as ``warmup``); the search's own
 record (``details.role = "ndr"``) carries ``ndr_mpps``, ``pdr_mpps`` and their bounds, and latency is
 measured at 10%, 50% and 90% of PDR.
 """
@@ -117,6 +118,8 @@ class LabMeasurer:
     """Measurements on a lab that is up and forwarding with labgen as its host side: one paced trial per
     call, each recorded through ``on_record``. It is MLRsearch's measurer (``measure(duration, load)``)."""
 
+    warmups = 0  # measure() calls to store as role warmup: MLRsearch discards its first trial's result
+
     def __init__(self, lab: Any, base: TrialRecord, search: str, on_record: Callable[[TrialRecord], None],
                  on_event: OnEvent | None = None):
         from labctl.host.monitor import ThreadMonitor
@@ -163,15 +166,17 @@ class LabMeasurer:
 
     def trial(self, duration_s: float, load_pps: float, role: str = "search") -> tuple[Any, TrialRecord]:
         """A measurement of the search (or of latency): a paced trial, repeated while the generator fell
-        behind (up to INVALID_RETRIES times), each attempt counted in the trial-seconds."""
-        for attempt in range(INVALID_RETRIES + 1):
+        behind (up to INVALID_RETRIES times; a warm-up, whose result is discarded, never), each attempt
+        counted in the trial-seconds."""
+        for attempt in range(1 if role == "warmup" else INVALID_RETRIES + 1):
             result, record = self.attempt(duration_s, load_pps, role, attempt)
             self.trials += 1
             self.trial_seconds += duration_s
             if result.valid:
                 break
         else:
-            self.limited += 1
+            if role != "warmup":
+                self.limited += 1
         if role == "search":
             self.outcomes.append(Outcome(duration_s, load_pps, (result.loss_count + result.unsent)
                                          / max(scheduled_frames(result), 1)))
@@ -180,7 +185,9 @@ class LabMeasurer:
     def measure(self, intended_duration: float, intended_load: float):
         from MLRsearch import MeasurementResult
 
-        result, _record = self.trial(intended_duration, intended_load)
+        role = "warmup" if self.warmups > 0 else "search"
+        self.warmups = max(self.warmups - 1, 0)
+        result, _record = self.trial(intended_duration, intended_load, role)
         return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                                  offered_count=result.offered, loss_count=result.loss_count,
                                  intended_count=scheduled_frames(result),
@@ -277,6 +284,8 @@ def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float,
     config.min_load = min_load  # before max_load: MLRsearch checks min < max as they are set
     config.max_load = max_load
     config.search_duration_max = settings.max_search_s
+    if isinstance(measurer, LabMeasurer) and config.warmup_duration:
+        measurer.warmups = 1  # a trial at the maximum load whose result MLRsearch discards (stored as warmup)
     results = MultipleLossRatioSearch(config=config).search(measurer=measurer, debug=lambda _text: None)
     out = {}
     for name, goal in goals.items():
@@ -343,8 +352,8 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
         result.short_trial_misses[name] = count
         if count:
             result.warnings.append(
-                f"{name.upper()}: {count} loads passed in {settings.initial_trial_s:g} s trials (up to "
-                f"{highest * scale:.3f} Mpps) at or above the lowest load a {settings.final_trial_s:g} s trial "
+                f"{name.upper()}: {count} loads passed in trials shorter than {settings.final_trial_s:g} s (up to "
+                f"{highest * scale:.3f} Mpps) at or above the lowest load a final trial "
                 f"failed ({lowest * scale:.3f}): short trials over-estimate this lab (on a host that pauses for "
                 "milliseconds, longer trials meet more pauses), so the final trials searched again and the short "
                 "ones saved little")

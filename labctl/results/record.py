@@ -141,8 +141,9 @@ def config_key(config: dict[str, Any]) -> str:
 #: The roles of the single measurements an NDR/PDR search stores (``details.role``, set by
 #: :mod:`labctl.measure.ndr`): each is one trial at one offered load the search picked; the search's own
 #: record (role ``ndr``) stands for them, so reports and comparisons never pool them into a median.
-#: ``calibration`` trials found the highest load the generator can pace before the search began.
-SEARCH_ROLES = ("calibration", "search", "latency")
+#: ``calibration`` trials found the highest load the generator can pace before the search began; ``warmup`` is
+#: MLRsearch's first trial, at the maximum load, whose result it discards.
+SEARCH_ROLES = ("calibration", "warmup", "search", "latency")
 
 
 def judged_trials(records) -> list[TrialRecord]:

@@ -69,7 +69,8 @@ def test_ndr_search_end_to_end(no_leftovers, tmp_path):
         stored = store.trials(result.run_id, status=None)
         info = store.run(result.run_id)["info"]
     roles = [r.details.get("role") for r in stored]
-    assert roles.count("ndr") == 1 and roles.count("search") + roles.count("latency") == result.trials
+    assert roles.count("ndr") == 1 and roles.count("warmup") == 1
+    assert roles.count("warmup") + roles.count("search") + roles.count("latency") == result.trials
     assert roles.count("calibration") == result.calibration_trials >= 1 and result.calibration_seconds > 0
     assert set(result.short_trial_misses) == {"ndr", "pdr"} and info["ndr"]["short_trial_misses"] == result.short_trial_misses
     assert info["ndr"]["ndr"]["mpps"] == result.ndr.mpps

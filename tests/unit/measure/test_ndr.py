@@ -226,3 +226,24 @@ def test_frames_the_generator_never_sent_count_against_the_load():
     got = measurer.measure(5.0, 100_000.0)
     assert got.unsent_count == 200 and got.loss_ratio == pytest.approx(200 / 1_000_000)
     assert not measurer.passes(5.0, 100_000.0, NDR_LOSS) and measurer.passes(5.0, 100_000.0, PDR_LOSS)
+
+
+def test_mlrsearch_s_warm_up_is_stored_as_such_tried_once_and_not_read_as_evidence():
+    """MLRsearch discards its first trial (at the maximum load): an invalid one is not repeated, not
+    counted as a limited load, and not among the outcomes short_trial_misses reads."""
+    from labctl.measure.ndr import LabMeasurer
+
+    roles = []
+
+    def attempt(duration_s, load_pps, role, attempt=0):
+        roles.append(role)
+        return type("Paced", (), {"valid": False, "loss_count": 0, "unsent": 10, "offered": 990,
+                                  "window_s": duration_s})(), None
+
+    measurer = LabMeasurer.__new__(LabMeasurer)
+    measurer.attempt, measurer.trials, measurer.trial_seconds, measurer.limited = attempt, 0, 0.0, 0
+    measurer.outcomes, measurer.warmups = [], 1
+    measurer.measure(1.0, 5000.0)
+    measurer.measure(1.0, 5000.0)
+    assert roles == ["warmup"] + ["search"] * 3
+    assert measurer.limited == 1 and measurer.trials == 4 and len(measurer.outcomes) == 1
