@@ -61,6 +61,7 @@ def main() -> int:
     if args.initial < 0.1:
         print(f"search_cost: --initial {args.initial}: allowed 0.1 s or more (capped at --final)", file=sys.stderr)
         return 2
+    initial = min(args.initial, args.final)
     try:
         loaded = load_profile(args.profile, {"name": "bench-search", "workload.generator": "labgen",
                                              "workload.duration_s": args.final, "workload.warmup_s": 0.5})
@@ -76,7 +77,7 @@ def main() -> int:
             for number in range(args.rounds):
                 for search in ("mlrsearch", "binary"):
                     settings = SearchSettings(search=search, precision=args.precision,
-                                              initial_trial_s=min(args.initial, args.final), final_trial_s=args.final,
+                                              initial_trial_s=initial, final_trial_s=args.final,
                                               duration_sum_s=args.duration_sum or args.final)
                     result = find_ndr(lab, base, settings, lambda _record: None, latency=False)
                     row = {"round": number, "search": search, "trial_seconds": round(result.trial_seconds, 2),
@@ -100,7 +101,7 @@ def main() -> int:
 
     out = {"mlrsearch": summary(per_search["mlrsearch"]), "binary": summary(per_search["binary"]),
            "precision": args.precision, "final_trial_s": args.final,
-           "initial_trial_s": min(args.initial, args.final),
+           "initial_trial_s": initial,
            "duration_sum_s": args.duration_sum or args.final, "rounds": rounds,
            "host": "a 2-vCPU VM with unsteady speed: the rates are this host's, the trial-seconds the point"}
     binary_s = out["binary"]["trial_seconds"]

@@ -52,10 +52,10 @@ QEMU, libvirt, DPDK, kernel, CPU model, accelerator, pins, ...) is listed with t
 (:func:`env_changes`): those are what a CI job upgrades, and what a regression is to be read against.
 
 Which trials: every status is read (failed trials are counted in the notes), but the single
-measurements of an NDR/PDR search (``details.role`` calibration, warmup, search or latency: loads the search picked) are
-left out: the search's record stands for them, and ``--metric ndr`` / ``pdr`` (``ndr_mpps`` /
-``pdr_mpps``) compares those records. Pooling the measurements would give a median of whatever loads
-the search tried. Trials that ran while processes that are not labctl's were busy on their CPUs
+measurements of an NDR/PDR search (``details.role`` calibration, warmup, search or latency: loads
+the search picked) are left out: the search's record stands for them, and ``--metric ndr`` / ``pdr``
+(``ndr_mpps`` / ``pdr_mpps``) compares those records. Pooling the measurements would give a median of
+whatever loads the search tried. Trials that ran while processes that are not labctl's were busy on their CPUs
 (``details.busy_strangers``, :mod:`labctl.lab.busy`) are noted per side: such a "regression" may be
 the neighbour's, not the software's; the verdict stands, the note says what to read it against.
 

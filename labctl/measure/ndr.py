@@ -118,7 +118,7 @@ class LabMeasurer:
     """Measurements on a lab that is up and forwarding with labgen as its host side: one paced trial per
     call, each recorded through ``on_record``. It is MLRsearch's measurer (``measure(duration, load)``)."""
 
-    warmups = 0  # measure() calls to store as role warmup: MLRsearch discards its first trial's result
+    warmup_next = False  # store the next measure() as role warmup: MLRsearch discards its first trial's result
 
     def __init__(self, lab: Any, base: TrialRecord, search: str, on_record: Callable[[TrialRecord], None],
                  on_event: OnEvent | None = None):
@@ -178,15 +178,14 @@ class LabMeasurer:
             if role != "warmup":
                 self.limited += 1
         if role == "search":
-            self.outcomes.append(Outcome(duration_s, load_pps, (result.loss_count + result.unsent)
-                                         / max(scheduled_frames(result), 1)))
+            self.outcomes.append(Outcome(duration_s, load_pps, bad_frames(result) / max(scheduled_frames(result), 1)))
         return result, record
 
     def measure(self, intended_duration: float, intended_load: float):
         from MLRsearch import MeasurementResult
 
-        role = "warmup" if self.warmups > 0 else "search"
-        self.warmups = max(self.warmups - 1, 0)
+        role = "warmup" if self.warmup_next else "search"
+        self.warmup_next = False
         result, _record = self.trial(intended_duration, intended_load, role)
         return MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
                                  offered_count=result.offered, loss_count=result.loss_count,
@@ -195,8 +194,7 @@ class LabMeasurer:
 
     def passes(self, duration_s: float, load_pps: float, loss_goal: float) -> bool:
         result, _record = self.trial(duration_s, load_pps)
-        bad = result.loss_count + result.unsent
-        return bad <= loss_goal * max(scheduled_frames(result), 1)
+        return bad_frames(result) <= loss_goal * max(scheduled_frames(result), 1)
 
 
 @dataclass(frozen=True)
@@ -220,14 +218,18 @@ def short_trial_misses(outcomes: list[Outcome], final_trial_s: float) -> dict[st
     misses the pause a 5 s trial meets, the short trials place the bounds too high, and the final
     trials search again from there, which costs about what a binary search at the final duration does."""
     misses: dict[str, tuple[int, float, float]] = {}
-    final = [o for o in outcomes if o.duration_s >= final_trial_s]
     for name, goal in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS)):
-        failed = [o.load_pps for o in final if o.loss_ratio > goal]
-        lowest = min(failed, default=0.0)
+        failed = [o.load_pps for o in outcomes if o.duration_s >= final_trial_s and o.loss_ratio > goal]
+        lowest = min(failed, default=math.inf)
         loads = {o.load_pps for o in outcomes
-                 if o.duration_s < final_trial_s and o.loss_ratio <= goal and failed and o.load_pps >= lowest}
-        misses[name] = (len(loads), max(loads, default=0.0), lowest if loads else 0.0)
+                 if o.duration_s < final_trial_s and o.loss_ratio <= goal and o.load_pps >= lowest}
+        misses[name] = (len(loads), max(loads), lowest) if loads else (0, 0.0, 0.0)
     return misses
+
+
+def bad_frames(result: Any) -> int:
+    """The frames of a trial that count against its load: lost, and never sent (all ports)."""
+    return result.loss_count + result.unsent
 
 
 def scheduled_frames(result: Any) -> int:
@@ -284,8 +286,7 @@ def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float,
     config.min_load = min_load  # before max_load: MLRsearch checks min < max as they are set
     config.max_load = max_load
     config.search_duration_max = settings.max_search_s
-    if isinstance(measurer, LabMeasurer) and config.warmup_duration:
-        measurer.warmups = 1  # a trial at the maximum load whose result MLRsearch discards (stored as warmup)
+    measurer.warmup_next = bool(config.warmup_duration)  # a trial at the maximum load whose result it discards
     results = MultipleLossRatioSearch(config=config).search(measurer=measurer, debug=lambda _text: None)
     out = {}
     for name, goal in goals.items():
@@ -335,9 +336,10 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
     search = _mlrsearch if settings.search == "mlrsearch" else _binary
     found = search(measurer, settings, min_load, max_load)
 
+    scale = ports / 1e6
+
     def bound(name: str) -> Bound:
         value, lower, upper = found[name]
-        scale = ports / 1e6
         return Bound(*(None if x is None else round(x * scale, 6) for x in (value, lower, upper)))
 
     result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6),
@@ -347,7 +349,6 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
         if lower is not None and lower >= max_load * (1 - settings.precision):
             result.warnings.append(f"{name.upper()} is at the search's maximum load ({result.max_load_mpps:.3f} Mpps, "
                                    "the most labgen can pace here): the lab forwards at least this, maybe more")
-    scale = ports / 1e6
     for name, (count, highest, lowest) in short_trial_misses(measurer.outcomes, settings.final_trial_s).items():
         result.short_trial_misses[name] = count
         if count:

@@ -242,7 +242,7 @@ def test_mlrsearch_s_warm_up_is_stored_as_such_tried_once_and_not_read_as_eviden
 
     measurer = LabMeasurer.__new__(LabMeasurer)
     measurer.attempt, measurer.trials, measurer.trial_seconds, measurer.limited = attempt, 0, 0.0, 0
-    measurer.outcomes, measurer.warmups = [], 1
+    measurer.outcomes, measurer.warmup_next = [], True
     measurer.measure(1.0, 5000.0)
     measurer.measure(1.0, 5000.0)
     assert roles == ["warmup"] + ["search"] * 3
