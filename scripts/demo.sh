@@ -26,5 +26,5 @@ echo
 echo "== labctl advise"
 $LABCTL advise --db "$DB"
 echo
-echo "== labctl ndr domains/quick.yaml (NDR and PDR with MLRsearch on the paced generator, about a minute)"
-$LABCTL ndr domains/quick.yaml --db "$DB" --final-trial 1 --precision 0.01
+echo "== labctl ndr domains/vnf.yaml (NDR and PDR with MLRsearch on the paced generator, a forwarder that saturates; about half a minute)"
+$LABCTL ndr domains/vnf.yaml --db "$DB" --final-trial 1 --precision 0.01

@@ -180,7 +180,10 @@ def _shared_poller(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
 
 
 @rule("workload", "testpmd bursts are 1..512 packets (MAX_PKT_BURST); descriptor counts are powers of two "
-      "the PMDs accept; frames are 64..1518 bytes without jumbo support.", "DPDK app/test-pmd/testpmd.h")
+      "the PMDs accept; frames are 64..1518 bytes without jumbo support. Mode noisy emulates a VNF's work per "
+      "packet (random reads/writes in a table of lkup_memory_mib MiB per port, an optional software TX buffer): "
+      "its table comes from the guest's DPDK heap, so it is bounded.",
+      "DPDK app/test-pmd/testpmd.h; DPDK testpmd user guide, noisy forwarding mode (noisy_vnf.c)")
 def _workload(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     w = p.workload
     yield from _range("workload.burst", w.burst, 1, platform.MAX_BURST)

@@ -247,3 +247,56 @@ def test_mlrsearch_s_warm_up_is_stored_as_such_tried_once_and_not_read_as_eviden
     measurer.measure(1.0, 5000.0)
     assert roles == ["warmup"] + ["search"] * 3
     assert measurer.limited == 1 and measurer.trials == 4 and len(measurer.outcomes) == 1
+
+
+def _invalid_measurer(lost: int, offered: int = 1000, unsent: int = 10):
+    """A LabMeasurer whose every attempt is invalid (labgen fell behind), with ``lost`` of ``offered``
+    frames lost by the lab; returns it and the roles of its attempts."""
+    from labctl.measure.ndr import LabMeasurer
+
+    roles: list[str] = []
+
+    def attempt(duration_s, load_pps, role, attempt=0):
+        roles.append(role)
+        return type("Paced", (), {"valid": False, "loss_count": lost, "unsent": unsent, "offered": offered,
+                                  "window_s": duration_s})(), None
+
+    measurer = LabMeasurer.__new__(LabMeasurer)
+    measurer.attempt, measurer.trials, measurer.trial_seconds = attempt, 0, 0.0
+    measurer.limited, measurer.decided_invalid, measurer.outcomes, measurer.warmup_next = 0, 0, [], False
+    return measurer, roles
+
+
+def test_an_invalid_trial_whose_lab_lost_more_than_every_goal_is_not_repeated_nor_called_limited():
+    """labgen fell behind (it offered less than asked), yet the lab lost 6% of what it was offered:
+    beyond the PDR's 0.5%, so no repeat can change the verdict and the generator did not limit it."""
+    from labctl.measure.ndr import fails_every_goal
+
+    measurer, roles = _invalid_measurer(lost=60)
+    got = measurer.measure(5.0, 10_000_000.0)
+    assert roles == ["search"] and measurer.trials == 1 and measurer.trial_seconds == 5.0
+    assert measurer.limited == 0 and measurer.decided_invalid == 1 and got.loss_ratio > PDR_LOSS
+    assert not measurer.passes(5.0, 10_000_000.0, PDR_LOSS) and roles == ["search"] * 2
+    result = type("Paced", (), {"loss_count": 5, "offered": 1000})
+    assert not fails_every_goal(result)  # 0.5% exactly meets the PDR goal
+    result.loss_count = 6
+    assert fails_every_goal(result)
+    result.offered = result.loss_count = 0
+    assert not fails_every_goal(result)  # nothing offered: nothing the lab did
+
+
+@pytest.mark.parametrize("lost", [0, 5], ids=["no loss", "0.5% exactly"])
+def test_an_invalid_trial_within_a_goal_is_repeated_and_then_called_limited(lost):
+    from labctl.measure.ndr import INVALID_RETRIES
+
+    measurer, roles = _invalid_measurer(lost=lost)
+    measurer.measure(5.0, 10_000_000.0)
+    assert roles == ["search"] * (INVALID_RETRIES + 1) and measurer.limited == 1 and measurer.decided_invalid == 0
+
+
+def test_latency_trials_are_repeated_whatever_their_loss():
+    from labctl.measure.ndr import INVALID_RETRIES
+
+    measurer, roles = _invalid_measurer(lost=600)
+    measurer.trial(5.0, 1000.0, role="latency")
+    assert roles == ["latency"] * (INVALID_RETRIES + 1)
