@@ -23,7 +23,7 @@ predicting long ones, and where they do not (loss from the host's pauses, which 
 its final trials search again and it costs about what binary search does.
 
     python benchmarks/search_cost.py [--rounds 2] [--final 5] [--initial 1] [--precision 0.01] [--duration-sum S]
-                                     [--profile domains/vnf.yaml]
+                                     [--goals ndr,pdr] [--profile domains/vnf.yaml]
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def main() -> int:
     parser.add_argument("--duration-sum", type=float, default=None,
                         help="trial-seconds MLRsearch wants at a load before calling it a bound (default: --final, "
                              "the one final trial binary search's every step rests on: the same evidence)")
+    parser.add_argument("--goals", default="ndr,pdr", help="the goals both searches look for: ndr,pdr (as labctl "
+                                                          "ndr), ndr or pdr (where the seconds of each go)")
     parser.add_argument("--profile", type=Path, default=ROOT / "domains" / "vnf.yaml",
                         help="the lab (default: domains/vnf.yaml, a forwarder that saturates below the generator)")
     args = parser.parse_args()
@@ -75,6 +77,12 @@ def main() -> int:
         print(f"search_cost: --initial {args.initial}: allowed 0.1 s or more (capped at --final)", file=sys.stderr)
         return 2
     initial = min(args.initial, args.final)
+    goals = tuple(args.goals.split(","))
+    try:
+        SearchSettings(goals=goals).check()
+    except LabError as exc:
+        print(f"search_cost: {exc}", file=sys.stderr)
+        return 2
     try:
         loaded = load_profile(args.profile, {"name": "bench-search", "workload.generator": "labgen",
                                              "workload.duration_s": args.final, "workload.warmup_s": 0.5})
@@ -91,7 +99,7 @@ def main() -> int:
                 for search in ("mlrsearch", "binary"):
                     settings = SearchSettings(search=search, precision=args.precision,
                                               initial_trial_s=initial, final_trial_s=args.final,
-                                              duration_sum_s=args.duration_sum or args.final)
+                                              duration_sum_s=args.duration_sum or args.final, goals=goals)
                     spent: dict[str, float] = {}
                     result = find_ndr(lab, base, settings, lambda record: add_seconds(spent, record), latency=False)
                     row = {"round": number, "search": search, "trial_seconds": round(result.trial_seconds, 2),
@@ -115,7 +123,7 @@ def main() -> int:
 
     out = {"mlrsearch": summary(per_search["mlrsearch"]), "binary": summary(per_search["binary"]),
            "precision": args.precision, "final_trial_s": args.final,
-           "initial_trial_s": initial,
+           "initial_trial_s": initial, "goals": list(goals),
            "duration_sum_s": args.duration_sum or args.final, "rounds": rounds,
            "host": "a 2-vCPU VM with unsteady speed: the rates are this host's, the trial-seconds the point"}
     binary_s = out["binary"]["trial_seconds"]

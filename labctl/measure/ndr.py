@@ -40,6 +40,7 @@ LATENCY_LOADS = (10, 50, 90)  # per cent of PDR
 INVALID_RETRIES = 2
 CALIBRATION_STEPS = 9  # 98% of full speed, then x0.9 each: down to 42%
 SEARCHES = ("mlrsearch", "binary")
+GOALS = {"ndr": NDR_LOSS, "pdr": PDR_LOSS}  # name: loss ratio
 #: MLRsearch's coarser targets before the final one (its ``SearchGoal.preceding_targets``; the package's
 #: default is 2). Each preceding target is a search of its own at a width twice the next one's and a trial
 #: duration between the initial and the final: they pay off when the final trial is much longer than
@@ -63,6 +64,8 @@ class SearchSettings:
     duration_sum_s: float = 2.0
     exceed_ratio: float = 0.5
     max_search_s: float = 1800.0
+    #: the goals searched; ``labctl ndr`` searches both, ``benchmarks/search_cost.py --goals`` one of them
+    goals: tuple[str, ...] = ("ndr", "pdr")
 
     def check(self) -> None:
         if self.search not in SEARCHES:
@@ -72,6 +75,8 @@ class SearchSettings:
         if not 0.1 <= self.initial_trial_s <= self.final_trial_s <= 600:
             raise UserError(f"trial durations {self.initial_trial_s}..{self.final_trial_s} s: allowed 0.1 <= "
                             "initial <= final <= 600 s")
+        if not self.goals or not set(self.goals) <= set(GOALS) or len(set(self.goals)) != len(self.goals):
+            raise UserError(f"--goals {','.join(self.goals)}: allowed one or both of {', '.join(GOALS)}")
         if self.duration_sum_s < self.final_trial_s:
             raise UserError(f"--duration-sum {self.duration_sum_s}: at least the final trial's "
                             f"{self.final_trial_s} s")
@@ -214,7 +219,8 @@ class Outcome:
     loss_ratio: float
 
 
-def short_trial_misses(outcomes: list[Outcome], final_trial_s: float) -> dict[str, tuple[int, float, float]]:
+def short_trial_misses(outcomes: list[Outcome], final_trial_s: float, goals: tuple[str, ...] = tuple(GOALS)
+                       ) -> dict[str, tuple[int, float, float]]:
     """Where the search's short trials misled it, per goal: (how many loads met the goal in a trial
     shorter than the final but failed it in a final-length trial at the same or a lower load, the
     highest such load, the lowest load a final trial failed the goal at), per port; (0, 0, 0) when
@@ -225,7 +231,8 @@ def short_trial_misses(outcomes: list[Outcome], final_trial_s: float) -> dict[st
     misses the pause a 5 s trial meets, the short trials place the bounds too high, and the final
     trials search again from there, which costs about what a binary search at the final duration does."""
     misses: dict[str, tuple[int, float, float]] = {}
-    for name, goal in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS)):
+    for name in goals:
+        goal = GOALS[name]
         failed = [o.load_pps for o in outcomes if o.duration_s >= final_trial_s and o.loss_ratio > goal]
         lowest = min(failed, default=math.inf)
         loads = {o.load_pps for o in outcomes
@@ -299,7 +306,7 @@ def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float,
                               relative_width=settings.precision, initial_trial_duration=settings.initial_trial_s,
                               final_trial_duration=settings.final_trial_s, duration_sum=settings.duration_sum_s,
                               preceding_targets=PRECEDING_TARGETS)
-             for name, loss in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS))}
+             for name, loss in GOALS.items() if name in settings.goals}
     config = Config()
     config.goals = list(goals.values())
     config.min_load = min_load  # before max_load: MLRsearch checks min < max as they are set
@@ -322,8 +329,8 @@ def _binary(measurer: LabMeasurer, settings: SearchSettings, min_load: float, ma
     """RFC 2544 section 26.1 throughput: halve the interval at the final trial duration until its
     relative width is at most the precision; one search per loss goal."""
     out = {}
-    for name, loss in (("ndr", NDR_LOSS), ("pdr", PDR_LOSS)):
-        duration = settings.final_trial_s
+    for name in settings.goals:
+        loss, duration = GOALS[name], settings.final_trial_s
         if measurer.passes(duration, max_load, loss):
             out[name] = (max_load, max_load, None)
             continue
@@ -357,18 +364,19 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
 
     scale = ports / 1e6
 
-    def bound(name: str) -> Bound:
-        value, lower, upper = found[name]
+    def bound(name: str) -> Bound:  # a goal not searched: all None
+        value, lower, upper = found.get(name, (None, None, None))
         return Bound(*(None if x is None else round(x * scale, 6) for x in (value, lower, upper)))
 
     result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6),
                        warnings=calibration_warnings)
-    for name in ("ndr", "pdr"):
+    for name in settings.goals:
         lower = found[name][1]
         if lower is not None and lower >= max_load * (1 - settings.precision):
             result.warnings.append(f"{name.upper()} is at the search's maximum load ({result.max_load_mpps:.3f} Mpps, "
                                    "the most labgen can pace here): the lab forwards at least this, maybe more")
-    for name, (count, highest, lowest) in short_trial_misses(measurer.outcomes, settings.final_trial_s).items():
+    for name, (count, highest, lowest) in short_trial_misses(measurer.outcomes, settings.final_trial_s,
+                                                                   settings.goals).items():
         result.short_trial_misses[name] = count
         if count:
             result.warnings.append(
@@ -380,7 +388,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
     if measurer.limited:
         result.warnings.append(f"{measurer.limited} loads stayed invalid (the generator fell behind): the search "
                                "treated their unsent frames as lost; the results may be limited by the generator")
-    pdr_per_port = found["pdr"][0] or found["pdr"][1]
+    pdr_per_port = (found["pdr"][0] or found["pdr"][1]) if "pdr" in found else None
     if latency and pdr_per_port:
         for pct in LATENCY_LOADS:
             load = pdr_per_port * pct / 100.0
@@ -389,7 +397,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
             result.latency.append({"load_pct": pct, "mpps": round(load * ports / 1e6, 6),
                                    "p50_us": lat.p50_us, "p90_us": lat.p90_us, "p99_us": lat.p99_us,
                                    "p999_us": lat.p999_us, "max_us": lat.max_us, "valid": trial.valid})
-    elif latency:
+    elif latency and "pdr" in found:
         result.warnings.append("no PDR was found above the minimum load: latency was not measured")
     result.trials, result.trial_seconds = measurer.trials, measurer.trial_seconds  # the latency trials too
     result.calibration_trials, result.calibration_seconds = measurer.calibration_trials, measurer.calibration_seconds

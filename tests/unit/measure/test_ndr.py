@@ -300,3 +300,22 @@ def test_latency_trials_are_repeated_whatever_their_loss():
     measurer, roles = _invalid_measurer(lost=600)
     measurer.trial(5.0, 1000.0, role="latency")
     assert roles == ["latency"] * (INVALID_RETRIES + 1)
+
+
+@pytest.mark.parametrize("search", [_mlrsearch, _binary], ids=["mlrsearch", "binary"])
+def test_a_search_for_one_goal_finds_it_alone_for_less(search):
+    """benchmarks/search_cost.py --goals pdr: only the PDR is searched (and found), in fewer trial-seconds
+    than both goals together."""
+    from dataclasses import replace
+
+    both, one = PlantedLab(), PlantedLab()
+    search(both, SETTINGS, 1000.0, 2_000_000.0)
+    found = search(one, replace(SETTINGS, goals=("pdr",)), 1000.0, 2_000_000.0)
+    assert set(found) == {"pdr"} and abs(found["pdr"][0] - PDR_PPS) / PDR_PPS <= 2 * SETTINGS.precision
+    assert one.trial_seconds < both.trial_seconds
+
+
+@pytest.mark.parametrize("goals", [(), ("ndr", "ndr"), ("ndr", "mrr")])
+def test_goals_are_checked(goals):
+    with pytest.raises(UserError, match="--goals .*allowed one or both of ndr, pdr"):
+        SearchSettings(goals=goals).check()
