@@ -246,8 +246,9 @@ def _advise(
     if analysis.saturated:
         names = ", ".join(f"{knob} (lowest median loss {_pct_loss(low)})" for knob, low in analysis.saturated.items())
         advice.warnings.append(
-            f"no value of {names} met the {_pct_loss(max_loss)} loss limit: the generator offers more than the "
-            "guest forwards (testpmd cannot pace), so these values are ranked by rate alone")
+            f"no value of {names} met the {_pct_loss(max_loss)} loss limit: the trials offered more than the guest "
+            "forwards (unpaced: workload.rate max, or generator flowgen), so these values are ranked by rate alone; "
+            "a paced workload.rate, or labctl sweep --metric ndr|pdr, gives rates within a loss goal")
     _platform_check(advice, dims, recs)
     return advice
 
