@@ -319,3 +319,39 @@ def test_a_search_for_one_goal_finds_it_alone_for_less(search):
 def test_goals_are_checked(goals):
     with pytest.raises(UserError, match="--goals .*allowed one or both of ndr, pdr"):
         SearchSettings(goals=goals).check()
+
+
+def test_mlrsearch_in_one_second_trials_calls_a_load_a_lower_bound_only_after_the_duration_sum_without_loss():
+    """benchmarks/search_cost.py --mlr-final 1 --exceed-ratio 0 (CSIT's way): every trial 1 s; a load is
+    a lower bound only after duration_sum seconds of trials with no loss, an upper bound at its first
+    lossy trial. On the planted lab the NDR is found within the precision, and every load the search
+    calls a lower bound had its five lossless seconds."""
+    from dataclasses import replace
+
+    settings = replace(SETTINGS, final_trial_s=1.0, duration_sum_s=5.0, exceed_ratio=0.0, goals=("ndr",))
+    lab = PlantedLab()
+    value, lower, upper = _mlrsearch(lab, settings, 1000.0, 2_000_000.0)["ndr"]
+    assert {o.duration_s for o in lab.outcomes} == {1.0}
+    assert lower <= NDR_PPS * 1.0001 <= upper * 1.0002
+    assert abs(value - NDR_PPS) / NDR_PPS <= 2 * settings.precision
+    at_lower = [o for o in lab.outcomes if abs(o.load_pps - lower) <= 1e-6 * lower]
+    assert len(at_lower) >= 5 and all(o.loss_ratio == 0.0 for o in at_lower)
+    searched = lab.outcomes[1:]  # the first is MLRsearch's warm-up at the maximum load, its result discarded
+    lossy = {o.load_pps for o in searched if o.loss_ratio > 0}
+    assert lossy and all(sum(1 for o in searched if o.load_pps == load) == 1 for load in lossy)  # one lossy trial: a bound
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--exceed-ratio", "1"], "--exceed-ratio 1.0: allowed 0 <= R < 1"),
+    (["--mlr-final", "1", "--duration-sum", "3"], "--duration-sum 3.0: at least the final trial's 5.0 s"),
+    (["--goals", "ndr,mrr"], "--goals ndr,mrr: allowed one or both of ndr, pdr"),
+])
+def test_search_cost_refuses_bad_options_before_it_starts_a_lab(args, message):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[3] / "benchmarks" / "search_cost.py"
+    done = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == f"search_cost: {message}"
