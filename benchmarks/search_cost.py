@@ -92,14 +92,15 @@ def main() -> int:
     mlr_final = args.mlr_final or args.final
     initial = min(args.initial, args.final, mlr_final)
     duration_sum = args.duration_sum or args.final
-    if not 0.0 <= args.exceed_ratio < 1.0:
-        print(f"search_cost: --exceed-ratio {args.exceed_ratio}: allowed 0 <= R < 1", file=sys.stderr)
-        return 2
     goals = tuple(args.goals.split(","))
+    # binary search's every step is one trial of --final; MLRsearch's final trials are --mlr-final long
+    settings_of = {search: SearchSettings(search=search, precision=args.precision, initial_trial_s=initial,
+                                          final_trial_s=final, duration_sum_s=duration_sum,
+                                          exceed_ratio=args.exceed_ratio, goals=goals)
+                   for search, final in (("mlrsearch", mlr_final), ("binary", args.final))}
     try:
-        for final in (mlr_final, args.final):  # MLRsearch's, binary search's
-            SearchSettings(goals=goals, initial_trial_s=initial, final_trial_s=final, duration_sum_s=duration_sum,
-                           precision=args.precision).check()
+        for settings in settings_of.values():
+            settings.check()
     except LabError as exc:
         print(f"search_cost: {exc}", file=sys.stderr)
         return 2
@@ -117,10 +118,7 @@ def main() -> int:
         try:
             for number in range(args.rounds):
                 for search in ("mlrsearch", "binary"):
-                    final = mlr_final if search == "mlrsearch" else args.final  # binary: one final trial a step
-                    settings = SearchSettings(search=search, precision=args.precision, initial_trial_s=initial,
-                                              final_trial_s=final, duration_sum_s=duration_sum,
-                                              exceed_ratio=args.exceed_ratio, goals=goals)
+                    settings = settings_of[search]
                     spent: dict[str, float] = {}
                     result = find_ndr(lab, base, settings, lambda record: add_seconds(spent, record), latency=False)
                     row = {"round": number, "search": search, "trial_seconds": round(result.trial_seconds, 2),

@@ -77,6 +77,8 @@ class SearchSettings:
                             "initial <= final <= 600 s")
         if not self.goals or not set(self.goals) <= set(GOALS) or len(set(self.goals)) != len(self.goals):
             raise UserError(f"--goals {','.join(self.goals)}: allowed one or both of {', '.join(GOALS)}")
+        if not 0.0 <= self.exceed_ratio < 1.0:
+            raise UserError(f"--exceed-ratio {self.exceed_ratio}: allowed 0 <= R < 1")
         if self.duration_sum_s < self.final_trial_s:
             raise UserError(f"--duration-sum {self.duration_sum_s}: at least the final trial's "
                             f"{self.final_trial_s} s")

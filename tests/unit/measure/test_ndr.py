@@ -355,3 +355,9 @@ def test_search_cost_refuses_bad_options_before_it_starts_a_lab(args, message):
     done = subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == f"search_cost: {message}"
+
+
+@pytest.mark.parametrize("ratio", [-0.1, 1.0])
+def test_exceed_ratio_is_checked(ratio):
+    with pytest.raises(UserError, match=rf"--exceed-ratio {ratio}: allowed 0 <= R < 1"):
+        SearchSettings(exceed_ratio=ratio).check()
