@@ -28,11 +28,13 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
             junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE",
                                                  help="also write a JUnit XML report (one testcase per configuration)")
             ) -> None:
-    """Compare a candidate run with a baseline run: per configuration the change with its interval and a
-    verdict; exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input.
-    A run is named by its id or its name (a profile's name, or `labctl import --name`; the newest run of
-    that name). Runs and the threshold are taken as text and checked by the api, so a bad one is one line
-    naming the allowed values (not click's usage block)."""
+    """Compare a candidate run with a baseline run: per configuration the change, its interval, a verdict.
+
+    Exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input.
+
+    A run is an id or a name: a profile's name or `labctl import --name`, the newest run of that name.
+
+    Runs and the threshold are checked by the api: a bad one is one line naming the allowed values."""
     result = api.compare(db, baseline, candidate, metric, threshold, junit, baseline_db)
     typer.echo(api.render_comparison(result, "json" if as_json else "table"))
     if junit is not None:

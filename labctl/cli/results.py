@@ -31,9 +31,11 @@ def report(db: Path = DB, run: Optional[int] = RUN,
                                                help="the metric across every run of PROFILE, a row per run"),
            config: Optional[List[str]] = typer.Option(None, "--config", metavar="KNOB=VALUE",
                                                       help="with --trend: only configurations with this value")) -> None:
-    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes. With --rows and
-    --by: the posts' pivot (rows x configurations, each metric's median and % change). With --trend, a
-    profile's runs in time order: median, CI, n, change against the first run, environment changes."""
+    """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes.
+
+    With --rows and --by: the posts' pivot (rows x configurations, each metric's median and % change).
+
+    With --trend: a profile's runs in time order (median, CI, n, change against the first, environment changes)."""
     from labctl.analysis.renderers import check_format
 
     if trend is not None:
@@ -65,8 +67,9 @@ def plot(by: Optional[str] = typer.Option(None, "--by",
          out: Path = typer.Option(..., "--out", help="PNG file to write"),
          db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
          metric: Optional[str] = typer.Option(None, "--metric"), host: Optional[str] = HOST) -> None:
-    """Plot medians with 95% intervals against one knob, one series per combination of the others; without
-    --by (or --by none), a point per configuration."""
+    """Plot medians with 95% intervals against one knob, one series per combination of the others.
+
+    Without --by (or with --by none), a point per configuration."""
     typer.echo(f"wrote {api.plot(by, out, db, run, metric, host)}")
 
 

@@ -137,3 +137,27 @@ def test_version_and_shell_completion(cli):
     assert code == 0 and out.strip() == f"labctl {__version__}"
     code, out, _ = cli("--help")
     assert code == 0 and "--install-completion" in out and "--show-completion" in out
+
+
+def test_help_paragraphs_are_one_line_each():
+    """Typer's rich help prints a docstring's line breaks as they are (the first paragraph's in the command list
+    of `labctl --help`, the later ones' in `COMMAND --help`), so a wrapped paragraph shows ragged: each paragraph
+    of a command's docstring is one line."""
+    import inspect
+
+    import typer.main
+
+    from labctl.cli.app import app
+
+    def commands(group, path=()):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from commands(command, path + (name,))
+            else:
+                yield " ".join(path + (name,)), command
+
+    ragged = []
+    for name, command in commands(typer.main.get_command(app)):
+        paragraphs = inspect.cleandoc(command.help or "").partition("\f")[0].split("\n\n")
+        ragged += [f"{name}: {paragraph[:40]!r}" for paragraph in paragraphs if "\n" in paragraph.strip()]
+    assert not ragged, ragged
