@@ -16,12 +16,12 @@ The protocol (every reply is one JSON object; a failed command replies ``{"error
     /labgen/info                  {"state": "starting"|"ready", "ports", "queues", "workers", "hz", "trial", ...}
     /labgen/ports                 {"0": {"name", "started", "link", "peer"}, ...}
     /labgen/port_start,N          configure and start port N (labgen ran with --wait-ports)
-    /labgen/start,rate=R,duration=S|count=N,warmup=S,drain=S,size=B,burst=N,flows=N,tolerance=N,ports=MASK
+    /labgen/start,rate=R,duration=S|count=N,warmup=S,drain=S,size=B,burst=N,flows=N,tolerance=N,shift=S,ports=MASK
                                   {"trial", "state", "frames", "late_limit_ns"}
     /labgen/stats                 {"state": idle|starting|warmup|running|draining|done, "trial", "rate", "frames",
                                    "window_ns", "offered", "sent", "tx_dropped", "unsent", "received", "unique",
                                    "lost", "reordered", "duplicate", "warmup_tx", "warmup_rx", "stray", "late",
-                                   "early", "achieved_rate", "stall_ns",
+                                   "early", "achieved_rate", "stall_ns", "shifts", "paused_ns",
                                    "port": {"0": {..., "q_tx": [...], "q_tx_dropped": [...], "q_rx": [...]}},
                                    "latency_ns": {"count", "min", "mean", "p50", "p90", "p99", "p999", "max"},
                                    "lateness_ns": {... the same, "limit", "end"}, "valid", "reason"}
@@ -36,6 +36,11 @@ was handed to the driver and each port's last burst went out at most max(0.001% 
 ``tolerance`` frame intervals) after its due time: siitperf's end-of-sending rule (defines.h TOLERANCE
 1.00001) with a floor for a polling sender on a shared vCPU. Stalls in the middle are reported
 (``lateness``, ``stall_us``), not counted as invalid; an invalid trial is never loss.
+
+Pauses (``shift=S``, workload.pacing shift; worker.c ``shift_schedule``): a gap longer than S between two
+sending passes is a pause of labgen's own CPU, and the rest of the schedule moves later by it instead of
+the frames due in it going out back to back; ``shifts`` and ``paused_ns`` count those of the measured
+phase, and ``window_ns`` leaves them out (the achieved rate is over the time the sender ran).
 """
 
 from __future__ import annotations
@@ -146,6 +151,7 @@ class TrialSpec:
     burst: int = 32
     flows: int = 1
     tolerance_frames: int = DEFAULT_TOLERANCE
+    shift_s: float = 0.0  # a pause of the sender longer than this shifts its schedule (0: caught up in a burst)
     ports_mask: int | None = None  # None: every started port sends
 
     def __post_init__(self) -> None:
@@ -154,7 +160,7 @@ class TrialSpec:
                   (1 <= self.burst <= MAX_BURST, f"burst {self.burst} is not in 1..{MAX_BURST}"),
                   (1 <= self.flows <= MAX_FLOWS, f"flows {self.flows} is not in 1..{MAX_FLOWS}"),
                   (self.duration_s > 0 or bool(self.count), "a trial needs a duration or a count"),
-                  (min(self.warmup_s, self.drain_s) >= 0, "warm-up and drain cannot be negative")]
+                  (min(self.warmup_s, self.drain_s, self.shift_s) >= 0, "warm-up, drain and shift cannot be negative")]
         for ok, message in checks:
             if not ok:
                 raise WorkloadError(f"labgen trial: {message}")
@@ -168,6 +174,8 @@ class TrialSpec:
             parts["count"] = str(self.count)
         else:
             parts["duration"] = _seconds(self.duration_s)
+        if self.shift_s:
+            parts["shift"] = _seconds(self.shift_s)
         if self.ports_mask is not None:
             parts["ports"] = str(self.ports_mask)
         return ",".join(f"{key}={value}" for key, value in parts.items())
@@ -267,6 +275,8 @@ class LabgenResult:
     late_end_us: float
     late_limit_us: float
     stall_us: float
+    shifts: int = 0  # pauses the schedule was shifted by in the measured phase (workload.pacing shift)
+    paused_s: float = 0.0  # their sum: left out of window_s
     ports: dict[int, PortCounts] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -329,7 +339,8 @@ class LabgenResult:
                    reason=str(stats.get("reason", "")), latency=Percentiles.from_ns(stats.get("latency_ns") or {}),
                    lateness=Percentiles.from_ns(lateness), late_end_us=int(lateness.get("end", 0)) / 1000.0,
                    late_limit_us=int(lateness.get("limit", 0)) / 1000.0,
-                   stall_us=int(stats.get("stall_ns", 0)) / 1000.0, ports=ports, raw=stats)
+                   stall_us=int(stats.get("stall_ns", 0)) / 1000.0, shifts=int(stats.get("shifts", 0)),
+                   paused_s=int(stats.get("paused_ns", 0)) / 1e9, ports=ports, raw=stats)
 
 
 @dataclass(eq=False)

@@ -30,6 +30,11 @@ from labctl.profile.schema import Nic, Profile
 #: The host-side generator: burst and flows of testpmd's flowgen mode (and labgen's defaults).
 GENERATOR_BURST = 32
 GENERATOR_FLOWS = 64
+#: workload.pacing shift: a gap between two sending passes of labgen longer than this is a pause of its CPU,
+#: and its schedule moves later by the gap (native/labgen/src/worker.c shift_schedule). A pass takes
+#: microseconds; the pauses of this host's vCPUs last 0.1-10 ms; a 100 us gap caught up in a burst is at
+#: most rate * 100 us frames (60 at 0.6 Mpps per port), which any ring of 256 takes.
+PAUSE_SHIFT_S = 100e-6
 #: The vswitch's own descriptors: DPDK's default ring of 1024 on net_vhost ports.
 VSWITCH_DESCRIPTORS = 1024
 
@@ -154,7 +159,7 @@ class VswitchPlan:
 class GeneratorPlan:
     """The host side's traffic: ``labgen`` (paced, sequence numbers, latency) or testpmd ``flowgen`` (flat
     out). ``rate``: the offered load of all ports together; ``workers``: labgen's worker lcores (the
-    vswitch PMD cores: one sends and receives, two split the roles)."""
+    vswitch PMD cores: one sends and receives, two split the roles); ``shift_s``: workload.pacing."""
 
     kind: str
     rate: Rate
@@ -163,6 +168,7 @@ class GeneratorPlan:
     flows: int
     queues: int
     workers: tuple[frozenset[int] | None, ...]
+    shift_s: float = PAUSE_SHIFT_S  # workload.pacing: the pause that shifts labgen's schedule (0: absolute)
 
     def per_port_pps(self, total_pps: float, ports: int) -> float:
         return total_pps / max(ports, 1)
@@ -366,7 +372,8 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
                           kind=v.kind, ovs={k: x for k, x in ovs_knobs.items() if x is not None},
                           rxq_affinity={i: dict(q) for i, q in v.rxq_affinity.items()}, socket_mem_mb=v.socket_mem_mib)
     generator = GeneratorPlan(kind=w.generator, rate=parse_rate(w.rate), frame_size=w.packet_size,
-                              burst=GENERATOR_BURST, flows=GENERATOR_FLOWS, queues=queues, workers=pmds[:2])
+                              burst=GENERATOR_BURST, flows=GENERATOR_FLOWS, queues=queues, workers=pmds[:2],
+                              shift_s=PAUSE_SHIFT_S if w.pacing == "shift" else 0.0)
     return LabPlan(name=profile.name, lab=profile.backend, domain_name=profile.domain_name,
                    vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,

@@ -224,6 +224,20 @@ def _rate(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         yield _err("workload.rate", f"{w.rate}: above 200 Mpps (allowed: {FORMS})")
 
 
+@rule("pacing", "labgen's sending CPU on a shared host stops for 0.1-10 ms, tens of times a second (measured on "
+      "these 2-vCPU VMs). Catching up on an absolute schedule sends rate x pause frames back to back: a burst the "
+      "asked-for traffic does not contain, which near the no-loss rate overflows the receiving ring, so the NDR "
+      "measured is the generator's host's. shift (the default) moves the schedule by such a pause instead and "
+      "reports it (shifts, paused_us); absolute is siitperf's schedule. Only labgen paces, so the knob is labgen's.",
+      "native/labgen/src/worker.c shift_schedule; siitperf throughput.cc (absolute schedule); README "
+      "'Pauses of the generator' (16 five-second trials each way on domains/vnf.yaml)")
+def _pacing(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    w = p.workload
+    if w.pacing != "shift" and (w.kind != "forward" or w.generator != "labgen"):
+        what = f"generator {w.generator}" if w.kind == "forward" else f"workload kind {w.kind}"
+        yield _warn("workload.pacing", f"{w.pacing}: has no effect with {what} (it applies to generator labgen)")
+
+
 OVS_KNOBS = ("tx_flush_interval", "emc_insert_inv_prob", "smc", "rxq_assign", "rxq_affinity")
 
 

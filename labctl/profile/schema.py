@@ -79,6 +79,9 @@ class Workload(Model):
     packet_size: int = 64
     generator: Literal["labgen", "flowgen"] = "labgen"  # labgen paces; testpmd flowgen sends flat out
     rate: str = "max"  # offered load, all ports together: max | 2.5Mpps | 500kpps | 40% (of the measured max)
+    #: labgen's schedule after a pause of its own CPU longer than 100 us: shift (the rest of the schedule moves
+    #: later by the pause) or absolute (the frames due in the pause go out back to back as it ends)
+    pacing: Literal["shift", "absolute"] = "shift"
     rxd: int = 1024
     txd: int = 1024
     duration_s: float = 10.0

@@ -20,6 +20,7 @@ from labctl.workload.forward import DROP_NAMES, GuestCounters, queue_details
 
 if TYPE_CHECKING:
     from labctl.dpdk.labgen import TrialSpec
+    from labctl.lab.plan import GeneratorPlan
 
 
 def paced_metrics(result: LabgenResult, before: GuestCounters, after: GuestCounters, frame_size: int,
@@ -70,12 +71,21 @@ def paced_metrics(result: LabgenResult, before: GuestCounters, after: GuestCount
                "labgen": {"valid": result.valid, "reason": result.reason, "rate_pps_per_port": result.rate_pps,
                           "sending_ports": result.sending_ports, "late_end_us": result.late_end_us,
                           "late_limit_us": result.late_limit_us, "stall_us": result.stall_us,
+                          "shifts": result.shifts, "paused_us": result.paused_s * 1e6,
                           "lateness_p99_us": result.lateness.p99_us, "unsent": result.unsent,
                           "stray": result.stray,
                           "ports": {p: {"offered": c.offered, "sent": c.sent, "tx_dropped": c.tx_dropped,
                                         "rx": c.rx, "lost": c.lost, "q_tx": c.q_tx, "q_rx": c.q_rx}
                                     for p, c in result.ports.items()}}}
     return metrics, details
+
+
+def trial_spec(gen: "GeneratorPlan", rate_pps_per_port: float, duration_s: float, warmup_s: float) -> "TrialSpec":
+    """labgen's trial for the plan's generator: frame size, burst, flows and pacing from the plan."""
+    from labctl.dpdk.labgen import TrialSpec
+
+    return TrialSpec(rate_pps=rate_pps_per_port, duration_s=duration_s, warmup_s=warmup_s, drain_s=0.2,
+                     frame_size=gen.frame_size, burst=gen.burst, flows=gen.flows, shift_s=gen.shift_s)
 
 
 class PacedRunner:
@@ -95,11 +105,7 @@ class PacedRunner:
         return len(self.lab.plan.nics)
 
     def spec(self, rate_pps_per_port: float, duration_s: float, warmup_s: float) -> "TrialSpec":
-        from labctl.dpdk.labgen import TrialSpec
-
-        gen = self.lab.plan.generator
-        return TrialSpec(rate_pps=rate_pps_per_port, duration_s=duration_s, warmup_s=warmup_s, drain_s=0.2,
-                         frame_size=gen.frame_size, burst=gen.burst, flows=gen.flows)
+        return trial_spec(self.lab.plan.generator, rate_pps_per_port, duration_s, warmup_s)
 
     def max_forwarded_pps(self) -> float:
         """What the lab forwarded (all ports) at the most the generator offers: an unpaced trial."""

@@ -247,3 +247,44 @@ def test_embedded_guest_forwarder(clean, hugepages):
             if proc is not None:
                 proc.quit()
         assert teardown(state) == [] and state.resources == []  # pages given back, hugetlbfs unmounted
+
+
+def paused_trial(gen: Labgen, spec: TrialSpec, pause_s: float) -> LabgenResult:
+    """A trial during which the whole labgen process stops for pause_s (SIGSTOP, SIGCONT) halfway through its
+    measured phase: what a pause of the host's vCPU does to it, on demand."""
+    gen.start_trial(spec)
+    time.sleep(spec.warmup_s + spec.duration_s / 2)
+    gen.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(pause_s)
+    finally:
+        gen.proc.send_signal(signal.SIGCONT)
+    r = LabgenResult.from_stats(gen.wait_done(spec.expected_s() + pause_s + 10))
+    consistent(r)
+    return r
+
+
+def test_ring_pause_is_caught_up_or_shifted(ring):
+    """workload.pacing: absolute catches up after a pause (the frames due in it leave back to back, late by up
+    to the pause); shift moves the schedule by the pause (no burst goes out that late, the pause is counted and
+    left out of the window). Both send every frame, never early; the same 60 ms pause each way."""
+    pause = 0.06
+    for attempt in range(ATTEMPTS):
+        absolute = paused_trial(ring, TrialSpec(rate_pps=50_000, duration_s=0.8, warmup_s=0.1), pause)
+        if absolute.valid:
+            break
+    assert absolute.valid and absolute.unsent == 0 and absolute.received == absolute.sent == 40_000
+    assert absolute.shifts == 0 and absolute.paused_s == 0
+    assert absolute.lateness.max_us >= pause * 1e6 * 0.8  # the catch-up burst left about a pause late
+    assert abs(absolute.window_s - 0.8) < 0.01  # the schedule did not move
+
+    for attempt in range(ATTEMPTS):
+        shifted = paused_trial(ring, TrialSpec(rate_pps=50_000, duration_s=0.8, warmup_s=0.1, shift_s=100e-6), pause)
+        if shifted.valid:
+            break
+    assert shifted.valid and shifted.unsent == 0 and shifted.received == shifted.sent == 40_000
+    assert shifted.shifts >= 1 and shifted.paused_s >= pause * 0.8
+    assert shifted.raw["paused_ns"] == round(shifted.paused_s * 1e9)
+    assert shifted.lateness.max_us < pause * 1e6 * 0.5  # after the pause it went on from where it was
+    assert abs(shifted.pacing_error) <= PACING_TOLERANCE  # over the time it ran: the asked rate
+    assert shifted.window_s >= 0.8 * (1 - 1 / 40_000)

@@ -15,7 +15,9 @@
  *
  * start keys: rate (frames/s per sending port, 0 = as fast as possible), duration (s) or count
  * (frames per port), warmup (s), drain (s), size (64..1518), burst (1..512), flows (1..1024),
- * tolerance (frames late before the trial is invalid), ports (bit mask of sending ports).
+ * tolerance (frames late before the trial is invalid), shift (s: a pause of the paced sender longer
+ * than this shifts its schedule instead of being caught up in a burst; 0, the default, catches up:
+ * worker.c shift_schedule), ports (bit mask of sending ports).
  * A command that fails replies {"error": "..."}.
  *
  * DPDK 22.11 limits (lib/telemetry/rte_telemetry.h, telemetry.c): 256 entries per dict, 512 per
@@ -193,6 +195,8 @@ parse_start(const char *params, struct lg_params *p, char *err, size_t errlen)
 			bad = parse_seconds(val, &p->drain_ns);
 		else if (strcmp(kv, "tolerance") == 0)
 			bad = parse_uint(val, UINT64_C(1) << 32, &p->tolerance);
+		else if (strcmp(kv, "shift") == 0)
+			bad = parse_seconds(val, &p->shift_ns);
 		else if (strcmp(kv, "size") == 0)
 			bad = parse_uint(val, LG_MAX_SIZE, &v) || v < LG_MIN_SIZE || (p->size = (uint32_t)v, 0);
 		else if (strcmp(kv, "burst") == 0)
@@ -203,7 +207,7 @@ parse_start(const char *params, struct lg_params *p, char *err, size_t errlen)
 			bad = parse_uint(val, (1u << lg.nb_ports) - 1, &v) || v == 0 || (p->port_mask = (uint32_t)v, 0);
 		else {
 			snprintf(err, errlen, "unknown key %s (rate, duration, count, warmup, drain, size, "
-				 "burst, flows, tolerance, ports)", kv);
+				 "burst, flows, tolerance, shift, ports)", kv);
 			return -1;
 		}
 		if (bad) {
@@ -453,8 +457,12 @@ stats_body(const char *params, struct rte_tel_data *d)
 	uint64_t t_end = state >= LG_DRAINING ? t_last : rte_rdtsc();
 	if (p->rate && LG_LOAD(t->t_sched_end) > t_end && state >= LG_DRAINING && !LG_LOAD(t->stopped))
 		t_end = LG_LOAD(t->t_sched_end);
-	uint64_t window_ns = t_run && t_end > t_run ? (uint64_t)((double)(t_end - t_run) * lg.ns_per_cycle) : 0;
+	uint64_t shifted = LG_LOAD(t->shifted); /* pauses the schedule was shifted by: not running time */
+	uint64_t window_ns = t_run && t_end > t_run + shifted ?
+			     (uint64_t)((double)(t_end - t_run - shifted) * lg.ns_per_cycle) : 0;
 	rte_tel_data_add_dict_u64(d, "window_ns", window_ns);
+	rte_tel_data_add_dict_u64(d, "shifts", LG_LOAD(t->shifts));
+	rte_tel_data_add_dict_u64(d, "paused_ns", (uint64_t)((double)shifted * lg.ns_per_cycle));
 
 	struct totals all = {0};
 	add_ports(d, t, r, &all);
@@ -602,7 +610,7 @@ lg_register_commands(void)
 		{"/labgen/ports", cmd_ports, "Per port: name, started, link, peer. No parameters"},
 		{"/labgen/port_start", cmd_port_start, "Configure and start a port. Parameter: port id"},
 		{"/labgen/start", cmd_start, "Begin a trial. Parameters: rate=,duration=|count=,warmup=,"
-					     "drain=,size=,burst=,flows=,tolerance=,ports="},
+					     "drain=,size=,burst=,flows=,tolerance=,shift=,ports="},
 		{"/labgen/stats", cmd_stats, "The current or last trial. No parameters"},
 		{"/labgen/streams", cmd_streams, "Per flow of a sending port: sent, received, lost, reordered, "
 						 "duplicate. Parameters: port[,first flow]"},

@@ -73,6 +73,7 @@ struct lg_params {
 	uint64_t warmup_ns;   /* sent before the measured phase on the same schedule, not counted */
 	uint64_t drain_ns;    /* how long to keep receiving after the last frame was sent */
 	uint64_t tolerance;   /* frames the sender may fall behind its schedule (validity) */
+	uint64_t shift_ns;    /* a pause of the sender longer than this shifts its schedule; 0: catch up */
 	uint32_t size, burst, flows, port_mask;
 };
 
@@ -100,6 +101,9 @@ struct lg_trial_tx {
 	struct lg_params p;
 	uint64_t t0, t_run, t_sched_end, t_last, t_drain;
 	uint64_t late_limit; /* cycles */
+	uint64_t shift_min;  /* cycles: p.shift_ns */
+	uint64_t last_pass;  /* when the last sending pass of a paced trial began (0: none yet) */
+	uint64_t shifts, shifted; /* atomic: pauses the schedule was shifted by in the measured phase, and their sum (cycles) */
 	uint64_t alloc_fail;
 	uint64_t early; /* measured bursts handed to the driver before their due time: always 0 */
 	uint32_t stopped;

@@ -45,12 +45,15 @@ def test_trial_parameters():
     assert counted.params() == "rate=0,warmup=0,drain=0,size=1518,burst=64,flows=1,tolerance=64,count=5000,ports=1"
     assert spec.expected_s() == pytest.approx(2.6) and TrialSpec(rate_pps=1000, count=500).expected_s() == pytest.approx(0.6)
     assert spec.sending_s() == pytest.approx(2.5) and counted.sending_s() is None  # unpaced and counted: unknown
+    shifted = TrialSpec(rate_pps=1000, duration_s=1, shift_s=100e-6)  # workload.pacing shift
+    assert shifted.params() == "rate=1000,warmup=0,drain=0.1,size=64,burst=32,flows=1,tolerance=64,duration=1,shift=0.0001"
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"rate_pps": -1}, "rate -1 is negative"), ({"rate_pps": 1, "frame_size": 63}, "frame size 63 is not in 64..1518"),
     ({"rate_pps": 1, "burst": 0}, "burst 0"), ({"rate_pps": 1, "flows": 2000}, "flows 2000"),
-    ({"rate_pps": 1, "duration_s": 0}, "needs a duration or a count"), ({"rate_pps": 1, "drain_s": -1}, "negative")])
+    ({"rate_pps": 1, "duration_s": 0}, "needs a duration or a count"), ({"rate_pps": 1, "drain_s": -1}, "negative"),
+    ({"rate_pps": 1, "shift_s": -1}, "shift cannot be negative")])
 def test_bad_trials_are_one_line_errors(kwargs, message):
     with pytest.raises(WorkloadError, match=message) as err:
         TrialSpec(**kwargs)
@@ -121,6 +124,9 @@ def test_result_from_recorded_stats():
     p0 = r.ports[0]
     assert p0.q_tx == [227503, 227508] and sum(p0.q_tx) == p0.sent and sum(p0.q_rx) == p0.rx
     assert sum(p0.q_tx_dropped) == p0.tx_dropped
+    assert (r.shifts, r.paused_s) == (0, 0.0)  # a labgen without the pause rule (or pacing absolute)
+    shifted = LabgenResult.from_stats({**RECORDED, "shifts": 3, "paused_ns": 4_500_000})
+    assert (shifted.shifts, shifted.paused_s) == (3, 0.0045)
 
 
 class Scripted(Labgen):

@@ -17,6 +17,7 @@ from labctl.lab.libvirt.appliance.console import kernel_cmdline
 from labctl.lab.libvirt.lifecycle import appliance_cmdline
 from labctl.lab.plan import LabDirs, derive
 from labctl.profile.load import load_profile
+from labctl.workload.paced import trial_spec
 from tests.conftest import DOMAINS, ROOT, shipped_profiles
 
 CPUS = frozenset({0, 1})
@@ -90,8 +91,8 @@ def _argv_text(argv: list[str]) -> str:
 @pytest.mark.parametrize("path", shipped_profiles(), ids=lambda p: p.stem)
 def test_golden_testpmd_command_lines(path, monkeypatch):
     """Golden files of the command lines each shipped profile gives: the guest forwarder (vm2vm: guests A
-    and B), the testpmd vswitch or the private OVS's configuration, and for a libvirt profile the guest's
-    kernel command line. LABCTL_UPDATE_GOLDEN=1 rewrites them."""
+    and B), the testpmd vswitch or the private OVS's configuration, labgen's trial parameters, and for a
+    libvirt profile the guest's kernel command line. LABCTL_UPDATE_GOLDEN=1 rewrites them."""
     monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
     profile = load_profile(path, cpus=CPUS).profile
     if profile.workload.kind != "forward":  # tcp kinds: session 0's server and client, both directions
@@ -114,6 +115,8 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
             files["vswitch"] = _testpmd_argv(vswitch_testpmd(plan, None, client=True))
     if plan.vswitch.kind == "ovs-dpdk":
         files["ovs"] = _ovs_lines(plan)
+    if plan.generator.kind == "labgen" and plan.topology != "vm2vm":  # /labgen/start: 1 Mpps per port, the profile's window
+        files["labgen"] = trial_spec(plan.generator, 1e6, plan.duration_s, plan.warmup_s).params().split(",")
     if profile.backend == "libvirt":
         lplan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
         files["kernel-cmdline"] = appliance_cmdline(lplan, FAKE_APPLIANCE, "workload").split()
@@ -184,3 +187,15 @@ def test_tcp_workload_knobs_are_applied_live():
     assert {derive(p).domain_key() for p in live} == {derive(base).domain_key()}
     forward = base.model_copy(update={"workload": base.workload.model_copy(update={"kind": "forward"})})
     assert derive(forward).domain_key() != derive(base).domain_key()  # another stack: another boot
+
+
+def test_pacing_reaches_labgens_trial():
+    """workload.pacing: shift (the default) asks labgen to shift its schedule past pauses longer than
+    PAUSE_SHIFT_S; absolute leaves the shift key out (labgen's default: catch up in a burst)."""
+    from labctl.lab.plan import PAUSE_SHIFT_S
+
+    shift = derive(load_profile(DOMAINS / "vnf.yaml", cpus=CPUS).profile)
+    absolute = derive(load_profile(DOMAINS / "vnf.yaml", {"workload.pacing": "absolute"}, cpus=CPUS).profile)
+    assert shift.generator.shift_s == PAUSE_SHIFT_S and absolute.generator.shift_s == 0
+    assert "shift=0.0001" in trial_spec(shift.generator, 1e6, 5, 1).params().split(",")
+    assert not any(p.startswith("shift=") for p in trial_spec(absolute.generator, 1e6, 5, 1).params().split(","))

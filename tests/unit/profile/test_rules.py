@@ -256,3 +256,21 @@ def test_tcp_knobs_warn_on_the_forwarding_workload():
 def test_tcp_sweep_is_checked_per_configuration():
     found = problems({**tcp_profile(), "sweep": {"workload.sessions": [1, 4, 200]}})
     assert [p.path for p in found] == ["sweep (workload.sessions=200) workload.sessions"]
+
+
+@pytest.mark.parametrize("workload,warned", [({}, False), ({"pacing": "absolute"}, False),
+                                              ({"pacing": "absolute", "generator": "flowgen"}, True),
+                                              ({"generator": "flowgen"}, False),
+                                              ({"pacing": "absolute", "kind": "tcp_stream"}, True)])
+def test_pacing_is_labgens(workload, warned):
+    guest = {"nics": [{"backend": "tap"}]} if workload.get("kind") == "tcp_stream" else {}
+    found = paths({"workload": workload, "guest": guest}, "warning")
+    assert ("workload.pacing" in found) is warned
+    assert not [p for p in paths({"workload": workload, "guest": guest}) if p == "workload.pacing"]
+
+
+def test_pacing_values_are_checked():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="shift.*absolute"):
+        Profile.model_validate({"name": "t", "workload": {"pacing": "catch-up"}})
