@@ -165,8 +165,10 @@ def trial_summary(record: TrialRecord) -> str:
                      f"window {m.window_s:.1f} s)")
         if m.valid is not None:
             labgen = record.details.get("labgen", {})
+            shifted = (f"; {labgen['shifts']} pauses of its CPU ({labgen.get('paused_us', 0) / 1000:.1f} ms) shifted "
+                       "it (workload.pacing shift)") if labgen.get("shifts") else ""
             lines.append("paced:     " + ("valid: the generator kept its schedule" if m.valid else
-                                          f"INVALID: {labgen.get('reason', 'the generator fell behind')}"))
+                                          f"INVALID: {labgen.get('reason', 'the generator fell behind')}") + shifted)
         if m.mpps_0to1 is not None:
             lines.append(f"per dir:   0->1 {m.mpps_0to1:.3f} Mpps, 1->0 {m.mpps_1to0:.3f} Mpps")
         if m.loss_ratio is not None:

@@ -53,7 +53,8 @@ lg_state_name(uint32_t state)
  * (lateness_ns: worst and percentiles per burst; stall_ns: the longest pause of the worker loop)
  * for the caller to judge, since the catch-up burst and the receiver's pause can cause loss of
  * their own. A stall that happens to cover the end does invalidate the trial (rare: the share
- * of bursts later than the limit is well under 1% here). Unpaced trials (rate 0) have no
+ * of bursts later than the limit is well under 1% here). With the pause rule (shift=, below) a
+ * pause moves the schedule instead, at the end as anywhere. Unpaced trials (rate 0) have no
  * schedule and are always valid. */
 uint64_t
 lg_late_limit(const struct lg_params *p, uint64_t hz, uint64_t frames)

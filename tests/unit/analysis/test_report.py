@@ -190,3 +190,20 @@ def test_plot_of_one_configuration_and_of_one_knob_without_by(cli, tmp_path, sav
     code, _, err = cli("plot", "--db", str(rings), "--by", "workload.burst", "--out", str(tmp_path / "b.png"))
     assert code == 2 and err.strip() == ("--by workload.burst: not a knob that varies in this run "
                                          "(allowed: guest.nics.*.rx_queue_size)")
+
+
+def test_trial_summary_says_how_often_the_schedule_shifted():
+    """`labctl run` on a paced trial: the pauses labgen's schedule was shifted by (workload.pacing shift) on the
+    paced line; none said when there were none (pacing absolute, or a quiet host)."""
+    from labctl.analysis.renderers import trial_summary
+    from labctl.results.record import Environment, Metrics, TrialRecord
+
+    def summary(labgen: dict) -> str:
+        metrics = Metrics(mpps=1.0, gbps=0.512, offered_mpps=1.0, achieved_mpps=1.0, window_s=5.0, valid=True)
+        record = TrialRecord(config={}, env=Environment(lab="embedded"), metrics=metrics, details={"labgen": labgen})
+        return next(line for line in trial_summary(record).splitlines() if line.startswith("paced:"))
+
+    assert summary({"shifts": 312, "paused_us": 92345.6}) == (
+        "paced:     valid: the generator kept its schedule; 312 pauses of its CPU (92.3 ms) shifted it "
+        "(workload.pacing shift)")
+    assert summary({"shifts": 0, "paused_us": 0.0}) == "paced:     valid: the generator kept its schedule"
