@@ -11,7 +11,7 @@ from typing import Any
 from labctl.errors import UserError
 from labctl.analysis.grouping import group_by, sort_key, varying_knobs
 from labctl.analysis.statistics import compare, loss_summary, summarize
-from labctl.results.record import TrialRecord
+from labctl.results.record import TrialRecord, lower_is_better
 from labctl.host.steadiness import unsteady_warning
 
 
@@ -105,7 +105,7 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
         if stratum not in baseline:
             baseline[stratum] = values
         elif min(baseline[stratum]) > 0 and min(values) > 0:
-            delta = compare(baseline[stratum], values)
+            delta = compare(baseline[stratum], values, higher_is_better=not lower_is_better(metric))
             row.delta, row.verdict = delta.format(), delta.verdict
         rows.append(row)
     notes = []

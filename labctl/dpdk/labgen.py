@@ -40,7 +40,9 @@ was handed to the driver and each port's last burst went out at most max(0.001% 
 Pauses (``shift=S``, workload.pacing shift; worker.c ``shift_schedule``): a gap longer than S between two
 sending passes is a pause of labgen's own CPU, and the rest of the schedule moves later by it instead of
 the frames due in it going out back to back; ``shifts`` and ``paused_ns`` count those of the measured
-phase, and ``window_ns`` leaves them out (the achieved rate is over the time the sender ran).
+phase, and ``window_ns`` leaves them out (the achieved rate is over the time the sender ran). Only a
+sender that was caught up is shifted (one that cannot keep up never is), and a trial whose pauses took
+more than 10% of its time is invalid ("generator paused too long": LG_PAUSED_MAX_PCT).
 """
 
 from __future__ import annotations
@@ -160,7 +162,9 @@ class TrialSpec:
                   (1 <= self.burst <= MAX_BURST, f"burst {self.burst} is not in 1..{MAX_BURST}"),
                   (1 <= self.flows <= MAX_FLOWS, f"flows {self.flows} is not in 1..{MAX_FLOWS}"),
                   (self.duration_s > 0 or bool(self.count), "a trial needs a duration or a count"),
-                  (min(self.warmup_s, self.drain_s, self.shift_s) >= 0, "warm-up, drain and shift cannot be negative")]
+                  (self.warmup_s >= 0, f"warm-up {self.warmup_s} is negative"),
+                  (self.drain_s >= 0, f"drain {self.drain_s} is negative"),
+                  (self.shift_s >= 0, f"shift {self.shift_s} is negative (0: catch up after a pause)")]
         for ok, message in checks:
             if not ok:
                 raise WorkloadError(f"labgen trial: {message}")
@@ -452,7 +456,14 @@ class Labgen:
                 return out
 
     def start_trial(self, spec: TrialSpec) -> dict[str, Any]:
-        return self.command(f"/labgen/start,{spec.params()}")
+        try:
+            return self.command(f"/labgen/start,{spec.params()}")
+        except WorkloadError as exc:
+            if "unknown key shift" in str(exc):  # a labgen built before workload.pacing
+                raise WorkloadError(f"{self.role} labgen is older than this labctl (its /labgen/start has no shift "
+                                    "key): rebuild it with scripts/build-labgen.sh, or set workload.pacing absolute"
+                                    ) from exc
+            raise
 
     def stats(self) -> dict[str, Any]:
         return self.command("/labgen/stats")

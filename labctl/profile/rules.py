@@ -229,8 +229,8 @@ def _rate(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
       "asked-for traffic does not contain, which near the no-loss rate overflows the receiving ring, so the NDR "
       "measured is the generator's host's. shift (the default) moves the schedule by such a pause instead and "
       "reports it (shifts, paused_us); absolute is siitperf's schedule. Only labgen paces, so the knob is labgen's.",
-      "native/labgen/src/worker.c shift_schedule; siitperf throughput.cc (absolute schedule); README "
-      "'Pauses of the generator' (16 five-second trials each way on domains/vnf.yaml)")
+      "native/labgen/src/worker.c shift_schedule; siitperf throughput.cc (absolute schedule); README 'Paced "
+      "load, NDR and PDR' (workload.pacing: an interleaved sweep of both on domains/vnf.yaml)")
 def _pacing(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     w = p.workload
     if w.pacing != "shift" and (w.kind != "forward" or w.generator != "labgen"):

@@ -462,7 +462,8 @@ stats_body(const char *params, struct rte_tel_data *d)
 			     (uint64_t)((double)(t_end - t_run - shifted) * lg.ns_per_cycle) : 0;
 	rte_tel_data_add_dict_u64(d, "window_ns", window_ns);
 	rte_tel_data_add_dict_u64(d, "shifts", LG_LOAD(t->shifts));
-	rte_tel_data_add_dict_u64(d, "paused_ns", (uint64_t)((double)shifted * lg.ns_per_cycle));
+	uint64_t paused_ns = (uint64_t)((double)shifted * lg.ns_per_cycle);
+	rte_tel_data_add_dict_u64(d, "paused_ns", paused_ns);
 
 	struct totals all = {0};
 	add_ports(d, t, r, &all);
@@ -511,6 +512,10 @@ stats_body(const char *params, struct rte_tel_data *d)
 	else if (end_ns > limit_ns)
 		snprintf(reason, sizeof(reason), "generator fell behind: its last burst went %.1f us late "
 			 "(limit %.1f us)", (double)end_ns / 1e3, (double)limit_ns / 1e3);
+	else if (paused_ns * 100 > (window_ns + paused_ns) * LG_PAUSED_MAX_PCT)
+		snprintf(reason, sizeof(reason), "generator paused too long: its schedule shifted by %.1f ms in %" PRIu64
+			 " pauses, %.1f%% of the trial (limit %d%%)", (double)paused_ns / 1e6, LG_LOAD(t->shifts),
+			 100.0 * (double)paused_ns / (double)(window_ns + paused_ns), LG_PAUSED_MAX_PCT);
 	else
 		valid = 1, snprintf(reason, sizeof(reason), "kept up: last burst %.1f us late (limit %.1f us), "
 				    "worst %.1f us", (double)end_ns / 1e3, (double)limit_ns / 1e3,

@@ -47,6 +47,7 @@
 #define LG_MIN_SIZE 64   /* frame sizes are the mbuf's pkt_len, as testpmd's --txpkts: virtual */
 #define LG_MAX_SIZE 1518 /* ports carry no FCS, so labgen's 64 is labctl's packet_size 64 */
 #define LG_MAX_RATE UINT64_C(1000000000)
+#define LG_PAUSED_MAX_PCT 10 /* a paced trial whose shifted pauses took more of its time is invalid */
 #define LG_DEFAULT_TOLERANCE 64 /* frames; see lg_late_limit() in worker.c for the rule */
 
 /* Ethernet (14) + IPv4 (20) + UDP (8) */
@@ -102,7 +103,8 @@ struct lg_trial_tx {
 	uint64_t t0, t_run, t_sched_end, t_last, t_drain;
 	uint64_t late_limit; /* cycles */
 	uint64_t shift_min;  /* cycles: p.shift_ns */
-	uint64_t last_pass;  /* when the last sending pass of a paced trial began (0: none yet) */
+	uint64_t last_pass;  /* when the last sending pass of a paced trial began */
+	int caught_up;       /* that pass sent every frame due when it began */
 	uint64_t shifts, shifted; /* atomic: pauses the schedule was shifted by in the measured phase, and their sum (cycles) */
 	uint64_t alloc_fail;
 	uint64_t early; /* measured bursts handed to the driver before their due time: always 0 */

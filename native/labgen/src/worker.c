@@ -264,6 +264,8 @@ arm_trial(struct lg_trial_tx *t, uint64_t now)
 		pt->n_total = (p->rate || p->count) ? n_warm + n_meas : UINT64_MAX;
 	}
 	LG_STORE(t->t0, now);
+	t->last_pass = now; /* a pause before the first sending pass shifts the schedule too */
+	t->caught_up = 1;
 	REL(lg.state, p->warmup_ns ? LG_WARMUP : LG_RUNNING);
 }
 
@@ -292,8 +294,22 @@ end_sending(struct lg_trial_tx *t, uint64_t now)
  * sender goes on at the asked rate from where it was, as if the clock had stopped with it. The
  * frames are all sent, at the asked rate while the sender runs; the measured window leaves out the
  * pauses it was shifted by (stats: shifts, paused_ns), so the achieved rate is over running time.
- * A sender that cannot keep up falls behind a little at every pass, never by one long gap, so the
- * validity rule still sees it. */
+ * A gap counts as a pause only when the pass before it was caught up (it sent every frame due when
+ * it began) and frames remain to be sent. A sender that cannot keep up has more due at the start of
+ * its passes than one pass sends (a burst per port), is never caught up, and is never shifted, so
+ * the validity rule still sees it. A sender whose every pass is slow but sends all that is due (below
+ * burst / shift frames per second) would be shifted at every pass and send slower than asked:
+ * control.c bounds that, as any host that pauses too much, by calling a trial whose pauses took over
+ * LG_PAUSED_MAX_PCT of its time invalid. */
+static int
+frames_left(const struct lg_trial_tx *t)
+{
+	for (uint16_t port = 0; port < lg.nb_ports; port++)
+		if (t->port[port].active && t->port[port].idx < t->port[port].n_total)
+			return 1;
+	return 0;
+}
+
 static void
 shift_schedule(struct lg_trial_tx *t, uint64_t gap)
 {
@@ -337,12 +353,10 @@ tx_step(struct lg_trial_tx *t)
 		end_sending(t, now);
 		return;
 	}
-	if (p->rate && t->shift_min) {
-		if (t->last_pass && now - t->last_pass > t->shift_min)
-			shift_schedule(t, now - t->last_pass);
-		t->last_pass = now;
-	}
-	int sending = 0, warming = 0;
+	if (p->rate && t->shift_min && t->caught_up && now - t->last_pass > t->shift_min && frames_left(t))
+		shift_schedule(t, now - t->last_pass);
+	int sending = 0, warming = 0, behind = 0;
+	uint64_t pass_start = now;
 	uint64_t elapsed = now - t->t0;
 	for (uint16_t port = 0; port < lg.nb_ports; port++) {
 		struct lg_port_tx *pt = &t->port[port];
@@ -361,6 +375,7 @@ tx_step(struct lg_trial_tx *t)
 			uint64_t limit = pt->idx < pt->n_warm ? pt->n_warm : pt->n_total;
 			n = (uint32_t)min_u64(min_u64(due, p->burst), limit - pt->idx);
 			measured = pt->idx >= pt->n_warm;
+			behind |= due > n; /* frames due stay behind this pass */
 		} else {
 			measured = now >= t->t0 + (uint64_t)((double)p->warmup_ns / lg.ns_per_cycle);
 			if (measured && t->t_run == 0)
@@ -376,13 +391,19 @@ tx_step(struct lg_trial_tx *t)
 				continue;
 			}
 		}
+		uint32_t asked = n;
 		n = send_frames(t, port, pt->idx, n, measured);
+		behind |= n < asked; /* no mbufs: what was due is still due */
 		pt->idx += n;
 		warming |= pt->idx < pt->n_warm;
 		if (p->rate)
 			pt->next_due = lg_due(pt->idx, lg.hz, p->rate);
 		if (measured)
 			LG_STORE(t->t_last, rte_rdtsc());
+	}
+	if (p->rate && t->shift_min) {
+		t->last_pass = pass_start;
+		t->caught_up = !behind;
 	}
 	if (state == LG_WARMUP && !warming)
 		REL(lg.state, LG_RUNNING);

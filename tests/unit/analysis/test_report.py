@@ -43,6 +43,18 @@ def test_report_groups_compares_and_notes():
     assert json.loads(render(report, "json"))["rows"][1]["verdict"] == "better"
 
 
+def test_report_judges_a_metric_in_its_own_direction():
+    """`report --by KNOB --metric loss_ratio`: less loss is better, as compare and the pivot judge it (it was
+    judged as a rate: a loss cut by 88% read "worse")."""
+    data = records({(256, 32): [10.0, 10.2, 9.9, 10.1, 10.0], (1024, 32): [11.6, 11.7, 11.5, 11.8, 11.6]})
+    for i, r in enumerate(data):
+        r.metrics.loss_ratio = (0.004 if r.config["guest.nics.0.rx_queue_size"] == 256 else 0.0005) * (1 + 0.01 * i)
+    base, tuned = build_report(data, metric="loss_ratio").rows
+    assert tuned.delta.startswith("-8") and tuned.verdict == "better"
+    base, tuned = build_report(data, metric="mpps").rows
+    assert tuned.verdict == "better"
+
+
 def test_report_flags_two_bands_and_variance():
     data = records({(256, 32): [8.6, 9.1, 9.8, 15.3, 16.0, 16.8], (1024, 32): [9.0, 12.0, 15.0, 10.0, 14.0, 9.5]},
                    shared=True)

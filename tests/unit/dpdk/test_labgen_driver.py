@@ -53,7 +53,7 @@ def test_trial_parameters():
     ({"rate_pps": -1}, "rate -1 is negative"), ({"rate_pps": 1, "frame_size": 63}, "frame size 63 is not in 64..1518"),
     ({"rate_pps": 1, "burst": 0}, "burst 0"), ({"rate_pps": 1, "flows": 2000}, "flows 2000"),
     ({"rate_pps": 1, "duration_s": 0}, "needs a duration or a count"), ({"rate_pps": 1, "drain_s": -1}, "negative"),
-    ({"rate_pps": 1, "shift_s": -1}, "shift cannot be negative")])
+    ({"rate_pps": 1, "shift_s": -1}, r"shift -1 is negative \(0: catch up after a pause\)")])
 def test_bad_trials_are_one_line_errors(kwargs, message):
     with pytest.raises(WorkloadError, match=message) as err:
         TrialSpec(**kwargs)
@@ -212,3 +212,15 @@ def test_streams_are_paged(tmp_path):
     assert gen.sent == ["/labgen/streams,1,0", "/labgen/streams,1,128"]
     assert [s.flow for s in streams] == list(range(200)) and {s.port for s in streams} == {1}
     assert streams[150] == lg.StreamCounts(port=1, flow=150, sent=1500, received=1499, lost=1, reordered=0, duplicate=0)
+
+
+def test_a_labgen_older_than_the_pause_rule_says_so(tmp_path):
+    """A labgen built before workload.pacing refuses the shift key: the error says what to do, in one line."""
+    gen = Scripted(tmp_path, ["idle"], reply_error="unknown key shift (rate, duration, count, warmup, drain, size, "
+                                                   "burst, flows, tolerance, ports)")
+    with pytest.raises(WorkloadError, match="older than this labctl .* scripts/build-labgen.sh") as err:
+        gen.start_trial(TrialSpec(rate_pps=1000, shift_s=100e-6))
+    assert "\n" not in str(err.value)
+    gen = Scripted(tmp_path, ["idle"], reply_error="trial 3 is running: /labgen/stop it or wait")
+    with pytest.raises(WorkloadError, match="trial 3 is running"):  # other refusals pass through as they are
+        gen.start_trial(TrialSpec(rate_pps=1000))

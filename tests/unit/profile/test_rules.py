@@ -269,8 +269,14 @@ def test_pacing_is_labgens(workload, warned):
     assert not [p for p in paths({"workload": workload, "guest": guest}) if p == "workload.pacing"]
 
 
-def test_pacing_values_are_checked():
-    from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="shift.*absolute"):
-        Profile.model_validate({"name": "t", "workload": {"pacing": "catch-up"}})
+def test_pacing_values_are_checked(write_profile):
+    """A bad workload.pacing from a file is one line naming the field, its line and the allowed values."""
+    from labctl.errors import ProfileError
+    from labctl.profile.load import load_profile
+
+    with pytest.raises(ProfileError) as info:
+        load_profile(write_profile("name: x\nworkload:\n  pacing: catch-up\n"), cpus=CPUS)
+    [problem] = info.value.problems
+    assert (problem.path, problem.line) == ("workload.pacing", 3)
+    assert problem.message == "'catch-up' is not allowed (allowed: 'shift' or 'absolute')"
