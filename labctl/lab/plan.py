@@ -168,7 +168,7 @@ class GeneratorPlan:
     flows: int
     queues: int
     workers: tuple[frozenset[int] | None, ...]
-    shift_s: float = PAUSE_SHIFT_S  # workload.pacing: the pause that shifts labgen's schedule (0: absolute)
+    shift_s: float  # workload.pacing: the pause that shifts labgen's schedule (0: absolute)
 
     def per_port_pps(self, total_pps: float, ports: int) -> float:
         return total_pps / max(ports, 1)

@@ -356,7 +356,6 @@ tx_step(struct lg_trial_tx *t)
 	if (p->rate && t->shift_min && t->caught_up && now - t->last_pass > t->shift_min && frames_left(t))
 		shift_schedule(t, now - t->last_pass);
 	int sending = 0, warming = 0, behind = 0;
-	uint64_t pass_start = now;
 	uint64_t elapsed = now - t->t0;
 	for (uint16_t port = 0; port < lg.nb_ports; port++) {
 		struct lg_port_tx *pt = &t->port[port];
@@ -402,7 +401,7 @@ tx_step(struct lg_trial_tx *t)
 			LG_STORE(t->t_last, rte_rdtsc());
 	}
 	if (p->rate && t->shift_min) {
-		t->last_pass = pass_start;
+		t->last_pass = now; /* this pass's start */
 		t->caught_up = !behind;
 	}
 	if (state == LG_WARMUP && !warming)
