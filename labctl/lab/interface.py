@@ -17,9 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from labctl.host.fingerprint import Environment
+    from labctl.results.record import Environment, Metrics
     from labctl.lab.plan import LabPlan
-    from labctl.results.record import Metrics
 
 
 @runtime_checkable
