@@ -12,7 +12,9 @@
 The vswitch is the traffic generator and sink as in the embedded lab (testpmd ``flowgen``); its ports
 are ``net_vhost`` servers for vhost-user NICs and ``net_af_packet`` ports on the guest's tap devices for
 tap and network NICs (QEMU's userspace virtio backend on those hosts: no /dev/vhost-net here).
-Every resource is recorded in the lab's ledger before it is created.
+Every resource is recorded in the lab's ledger before it is created. The domain itself (appliance, XML,
+define, HELLO, live pins, power-off) is a :class:`~labctl.lab.libvirt.domain.GuestDomain`, which the
+kernel-stack guest, the guest behind OVS and vm2vm's two guests boot the same way.
 """
 
 from __future__ import annotations
