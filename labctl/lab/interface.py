@@ -5,11 +5,32 @@ forwarder, behind OVS, two guests, the kernel stack) is up and forwarding when
 :meth:`labctl.measure.labs.LabSession.acquire` hands it out. A trial then reads it through these
 members only, as MLRsearch's ``AbstractMeasurer`` names the one call a search makes of a measurer.
 
-Three narrower interfaces extend it for what only some labs do:
+Narrower interfaces extend it for what only some labs do:
 
-- :class:`PacedLab`: labgen is its host side (``generator`` not None): paced trials and NDR/PDR searches.
-- :class:`SnapshotLab`: a testpmd host side (or vm2vm's two guests): counters before and after a window.
+- :class:`PacedLab`: labgen can be its host side (``generator`` not None): paced trials and NDR/PDR searches.
+- :class:`SnapshotLab`: testpmd can be its host side (flowgen), or two guests: counters before and after
+  a window.
+- :class:`PairLab`: two guests (vm2vm): the lab computes the window's metrics (what guest B received).
 - :class:`KernelLab`: a kernel-stack guest (``workload.kind`` tcp_stream / tcp_rr): sessions and counters.
+- :class:`BootedLab`: a libvirt lab, booted once and kept up across the trials of one domain
+  (:meth:`labctl.lab.plan.LabPlan.domain_key`).
+
+Which lab provides which (``tests/unit/lab/test_interface.py`` checks every member and its signature):
+
+==================  =====  ========  ====  ======  ======
+lab                 Paced  Snapshot  Pair  Kernel  Booted
+==================  =====  ========  ====  ======  ======
+EmbeddedLab         yes    yes
+OvsEmbeddedLab      yes    yes
+Vm2vmLab                   yes       yes
+GuestLab            yes    yes                     yes
+OvsGuestLab         yes                            yes
+KernelGuestLab                             yes     yes
+Vm2vmGuestLab              yes       yes           yes
+==================  =====  ========  ====  ======  ======
+
+OvsGuestLab and KernelGuestLab inherit GuestLab's ``snapshot`` and ``paced`` but never use them: a
+guest behind OVS is always fed by labgen, a kernel guest by tcp sessions.
 """
 
 from __future__ import annotations
@@ -17,31 +38,45 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from labctl.results.record import Environment, Metrics
+    from labctl.dpdk.labgen import Labgen
     from labctl.lab.plan import LabPlan
+    from labctl.results.record import Environment, Metrics
+    from labctl.workload.forward import GuestCounters
+    from labctl.workload.paced import PacedRunner
+    from labctl.workload.tcp import Counters
 
 
 @runtime_checkable
 class MeasuredLab(Protocol):
     """A lab up and forwarding for its plan."""
 
-    plan: LabPlan
-    #: the lab's processes by role (vswitch, generator, guest, qemu, ...): the thread monitor and the
-    #: busy watch read them
-    pids: dict[str, int]
-    #: set-up timings of this trial (seconds by phase), stored in the record's details
-    timings: dict[str, float]
-    #: labgen's driver when labgen is the host side, else None
-    generator: Any
-    #: the host side's port kind: vhost-user or af_packet
-    host_kind: str
+    @property
+    def plan(self) -> LabPlan:
+        """This trial's plan."""
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """The lab's processes by role (vswitch, generator, guest, guestb, qemu, qemub): the thread
+        monitor and the busy watch read them."""
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Set-up timings of this trial (seconds by phase), stored in the record's details."""
+
+    @property
+    def generator(self) -> Labgen | None:
+        """labgen's driver when labgen is the host side, else None."""
+
+    @property
+    def host_kind(self) -> str:
+        """The host side's port kind: vhost-user, af_packet or ovs."""
 
     @property
     def pollers(self) -> int:
         """Busy-polling cores of the lab (host side and guest)."""
 
     def forwarding_cpu_s(self, report: Any, window_s: float) -> float:
-        """CPU seconds the guest's forwarding threads used in the window."""
+        """CPU seconds the guest's forwarding threads used in the window (``report``: the thread monitor's)."""
 
     def pins(self) -> dict[str, str]:
         """The pins read back from the running threads (role.thread -> cpuset)."""
@@ -73,11 +108,13 @@ class MeasuredLab(Protocol):
 
 @runtime_checkable
 class PacedLab(MeasuredLab, Protocol):
-    """A lab whose host side is labgen: ``paced`` runs a trial at a rate (:class:`labctl.workload.paced.PacedRunner`)."""
+    """A lab whose host side can be labgen: ``paced`` runs a trial at a rate when ``generator`` is set."""
 
-    paced: Any
+    @property
+    def paced(self) -> PacedRunner:
+        """The paced trials' runner (:class:`labctl.workload.paced.PacedRunner`) over this lab."""
 
-    def guest_counters(self) -> Any:
+    def guest_counters(self) -> GuestCounters:
         """The guest forwarder's counters now."""
 
 
@@ -101,9 +138,17 @@ class PairLab(SnapshotLab, Protocol):
 class KernelLab(MeasuredLab, Protocol):
     """A kernel-stack guest: tcp sessions between the host's tap and the guest (:mod:`labctl.workload.tcp`)."""
 
-    host_addr: str
-    guest_addr: str
-    queues_enabled: int | None
+    @property
+    def host_addr(self) -> str:
+        """The host's address of the sessions."""
+
+    @property
+    def guest_addr(self) -> str:
+        """The guest's address of the sessions."""
+
+    @property
+    def queues_enabled(self) -> int | None:
+        """The queue pairs the guest's driver reports enabled (``ethtool -l``), None when unknown."""
 
     def start_servers(self, side: str, ports: list[int], argvs: list[list[str]]) -> None:
         """Start one server per session on ``side`` (host or guest)."""
@@ -111,8 +156,8 @@ class KernelLab(MeasuredLab, Protocol):
     def start_clients(self, side: str, ports: list[int], argvs: list[list[str]]) -> None:
         """Start one client per session on ``side``."""
 
-    def client_outputs(self, timeout_s: float) -> list[str]:
-        """The clients' outputs, once they end (or ``timeout_s``)."""
+    def client_outputs(self, timeout_s: float) -> dict[int, str]:
+        """Each session's client output (server port -> text), once they end (or ``timeout_s``)."""
 
     def stop_sessions(self) -> None:
         """Stop every server and client."""
@@ -120,5 +165,35 @@ class KernelLab(MeasuredLab, Protocol):
     def monitored(self) -> dict[str, int]:
         """The processes the thread monitor watches over the window."""
 
-    def counters(self) -> Any:
+    def counters(self) -> Counters:
         """Host and guest counters (CPU, interrupts, per-queue packets) now."""
+
+
+@runtime_checkable
+class BootedLab(MeasuredLab, Protocol):
+    """A libvirt lab: booted once (``boot``), then kept up while the trials' domain stays the same
+    (``key``: the boot's :meth:`~labctl.lab.plan.LabPlan.domain_key`); ``start`` begins a trial."""
+
+    #: the trial's warnings list, handed in by the session before ``start`` (appended to as they happen)
+    warnings: list[str]
+
+    @property
+    def key(self) -> tuple:
+        """The domain key of the boot: a plan with another needs another boot."""
+
+    @property
+    def domains(self) -> int:
+        """libvirt domains a boot starts (vm2vm: 2)."""
+
+    @property
+    def boot_s(self) -> float:
+        """Seconds the boot took."""
+
+    def boot(self) -> None:
+        """Define and start the domain(s) and the host side."""
+
+    def start(self, plan: LabPlan | None = None) -> None:
+        """Begin a trial of ``plan`` (same domain key; None: the boot's plan): live pins, forwarding."""
+
+    def end_trial(self) -> None:
+        """After a trial (also a failed one): forwarding stopped, the guest(s) stay up."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from labctl.dpdk.eal import mbuf_budget
@@ -170,9 +170,6 @@ class GeneratorPlan:
     workers: tuple[frozenset[int] | None, ...]
     shift_s: float  # workload.pacing: the pause that shifts labgen's schedule (0: absolute)
 
-    def per_port_pps(self, total_pps: float, ports: int) -> float:
-        return total_pps / max(ports, 1)
-
 
 @dataclass(frozen=True)
 class PinPlan:
@@ -290,6 +287,15 @@ class LabPlan:
     def stack(self) -> str:
         """What drives the guest's NICs: ``dpdk`` (the forwarder) or ``kernel`` (virtio_net, tcp kinds)."""
         return "dpdk" if self.tcp is None else "kernel"
+
+    def peer(self) -> "LabPlan":
+        """vm2vm's guest B: the peer NICs (MACs and sockets of the lab's name + "-b") in a domain of its own
+        (the domain's name + "-b"), a pvp plan of one guest whose logs are in ``guest-b/`` beside A's.
+        The same pins, forwarder and durations as guest A (the trial starts B's forwarder in rxonly mode)."""
+        if self.topology != "vm2vm":
+            raise ValueError(f"topology {self.topology}: only a vm2vm plan has a guest B")
+        return replace(self, name=f"{self.name}-b", domain_name=f"{self.domain_name}-b", nics=self.peer_nics,
+                       peer_nics=(), topology="pvp", dirs=LabDirs(self.dirs.run, self.dirs.log / "guest-b"))
 
     def embedded_hugepage_mb(self) -> int:
         """2 MiB-page memory both embedded processes need (the vswitch and the guest forwarder)."""

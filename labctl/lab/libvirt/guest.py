@@ -12,100 +12,46 @@
 The vswitch is the traffic generator and sink as in the embedded lab (testpmd ``flowgen``); its ports
 are ``net_vhost`` servers for vhost-user NICs and ``net_af_packet`` ports on the guest's tap devices for
 tap and network NICs (QEMU's userspace virtio backend on those hosts: no /dev/vhost-net here).
-Every resource is recorded in the lab's ledger before it is created.
+Every resource is recorded in the lab's ledger before it is created. The domain itself (appliance, XML,
+define, HELLO, live pins, power-off) is a :class:`~labctl.lab.libvirt.domain.GuestDomain`, which the
+kernel-stack guest, the guest behind OVS and vm2vm's two guests boot the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import replace
 from typing import Any, Callable
 
-from labctl import signals
 from labctl.dpdk.labgen import Labgen, labgen_process
 from labctl.dpdk.telemetry import Telemetry
-from labctl.dpdk.testpmd import FwdStats, Testpmd
-from labctl.errors import HypervisorError, UserError, WorkloadError
-from labctl.host.cpuset import online_cpus, parse_cpuset
-from labctl.host.facts import kvm_status
+from labctl.dpdk.testpmd import Testpmd
+from labctl.errors import WorkloadError
 from labctl.host.fingerprint import fingerprint
-from labctl.host.threads import dpdk_worker_pins, qemu_pid, qemu_thread_pins
+from labctl.host.threads import dpdk_worker_pins
 from labctl.lab.embedded.lab import wait_links
 from labctl.lab.embedded.vswitch import host_ports, start_recorded, vswitch_testpmd
 from labctl.lab.ledger import LabState
 from labctl.lab.libvirt import hypervisor
-from labctl.lab.libvirt.channel import CHANNEL_NAME, GuestChannel
-from labctl.lab.libvirt.domxml import render
-from labctl.lab.libvirt.lifecycle import give_to_qemu, render_context
-from labctl.lab.libvirt.negotiation import compare_nics
+from labctl.lab.libvirt.channel import GuestChannel
+from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, check_measurable, give_to_qemu,
+                                       guest_stats, wait_for_paths)
 from labctl.lab.plan import LabPlan
 from labctl.safefs import remove_stale
 from labctl.workload.forward import GuestCounters, Snapshot, zero_reason
 from labctl.workload.paced import PacedRunner
 
-BOOT_TIMEOUT_S = 600.0  # TCG boots take 10-30 s here; a busy 2-CPU host can take minutes
-FORWARDER_TIMEOUT_S = 300.0
-
-
-def check_measurable(plan: LabPlan, uri: str) -> None:
-    """Trials need a real hypervisor and one kind of host side for every NIC."""
-    if uri.startswith("test:"):
-        raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
-    if plan.vswitch.kind == "ovs-dpdk" and plan.topology == "vm2vm":
-        raise UserError("vswitch.kind: vm2vm between libvirt guests runs through the testpmd vswitch "
-                        "(allowed: testpmd with topology vm2vm and backend libvirt)")
-    if plan.topology == "vm2vm":
-        for nic in plan.nics:
-            if nic.backend != "vhostuser":
-                raise UserError(f"guest.nics.{nic.index}.backend: vm2vm guests meet at the vswitch over vhost-user "
-                                f"(allowed: vhostuser; got {nic.backend})")
-    kinds = {"vhostuser" if n.backend == "vhostuser" else "tap" for n in plan.nics}
-    if len(kinds) > 1:
-        raise UserError("guest.nics: a measured guest has either vhost-user NICs or tap/network NICs, not both "
-                        "(the host side is one testpmd: net_vhost servers start before QEMU, af_packet ports "
-                        "after it)")
-
-
-def wait_for_paths(proc: Any, paths: list, timeout_s: float = 60.0) -> None:
-    """Wait until the host side made its vhost-user server sockets (failing when it exits meanwhile)."""
-    deadline = time.monotonic() + timeout_s
-    while not all(p.exists() for p in paths):
-        if proc.proc is not None and proc.proc.poll() is not None:
-            raise WorkloadError(f"the host side ({proc.role}) exited with code {proc.proc.returncode} before making "
-                                f"its vhost-user sockets (log {proc.log_path})")
-        if time.monotonic() > deadline:
-            raise WorkloadError(f"the host side made no {paths[0].name} within {timeout_s:.0f} s (log {proc.log_path})")
-        signals.sleep(0.05)
-
-
-def guest_stats(data: dict[str, Any]) -> tuple[dict[int, FwdStats], dict[int, dict[str, Any]]]:
-    """The guest forwarder's LABCTL-STATS as the embedded lab's guest snapshot: per-port forward stats
-    and per-port/queue packet counts (testpmd's per-stream stats, one stream per rx queue)."""
-    fwd, ports = {}, {}
-    for p in data.get("ports", []):
-        port = int(p["port"])
-        fwd[port] = FwdStats(int(p["rx_packets"]), int(p["rx_dropped"]), int(p["tx_packets"]), int(p["tx_dropped"]))
-        ports[port] = {"ipackets": int(p["rx_packets"]), "opackets": int(p["tx_packets"]),
-                       "q_ipackets": [int(p["rx_packets"])], "q_opackets": [int(p["tx_packets"])]}
-    streams = data.get("streams") or []
-    if streams:
-        for entry in ports.values():
-            entry["q_ipackets"], entry["q_opackets"] = [], []
-        for s in streams:
-            for port_key, queue_key, field, counts in (("rx_port", "rx_queue", "rx_packets", "q_ipackets"),
-                                                      ("tx_port", "tx_queue", "tx_packets", "q_opackets")):
-                entry = ports.setdefault(int(s[port_key]), {"ipackets": 0, "opackets": 0, "q_ipackets": [],
-                                                            "q_opackets": []})
-                queue = int(s[queue_key])
-                values = entry[counts]
-                values.extend([0] * (queue + 1 - len(values)))
-                values[queue] += int(s[field])
-    return fwd, ports
-
 
 class GuestLab:
-    """One libvirt guest of ``plan`` on ``uri``, recorded in ``state``."""
+    """One libvirt guest of ``plan`` on ``uri``, recorded in ``state``: its domain (:class:`GuestDomain`)
+    and its host side (labgen, or the vswitch testpmd in flowgen mode)."""
+
+    #: serve mode's extra kernel parameters (labctl.NAME=VALUE): the kernel-stack lab sets ``stack=kernel``
+    serve_params: dict[str, str] = {}
+    #: whether this guest starts its own vhost-user host side (OvsGuestLab's is OVS, started before)
+    own_host_side = True
+    #: domains a boot starts
+    domains = 1
 
     def __init__(self, plan: LabPlan, state: LabState, uri: str, warnings: list[str],
                  phase: Callable[[str], None] = lambda _text: None):
@@ -115,41 +61,59 @@ class GuestLab:
         self.warnings = warnings
         self.phase = phase
         self.key = plan.domain_key()
+        self.domain = GuestDomain(plan, state, uri, phase, serve_params=self.serve_params)
         self.timings: dict[str, float] = {}
         self.hugepages = plan.hugepages
         self.vswitch: Testpmd | None = None  # flowgen: the vswitch testpmd is generator and sink
         self.generator: Labgen | None = None  # labgen: the paced generator and sink
         self.paced = PacedRunner(self)
-        self.channel: GuestChannel | None = None
-        self.dom: Any = None
         self.pids: dict[str, int] = {}
-        self.negotiated: list[dict[str, Any]] = []
-        self.ready: dict[str, Any] = {}
         self.host_side = ""
         self.boot_s = 0.0
         self.booted_now = False
-        self.domain_type = ""
         self._telemetry: Telemetry | None = None
-        self._pins_applied: tuple | None = None
+
+    # -- the domain's facts, as the record and the subclasses read them ---------------------------
+
+    @property
+    def channel(self) -> GuestChannel | None:
+        return self.domain.channel
+
+    @property
+    def dom(self) -> Any:
+        return self.domain.dom
+
+    @property
+    def negotiated(self) -> list[dict[str, Any]]:
+        return self.domain.negotiated
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        return self.domain.ready
+
+    @property
+    def domain_type(self) -> str:
+        return self.domain.domain_type
+
+    @property
+    def vhost_net(self) -> bool:
+        """Whether tap NICs use vhost-net (``<driver name='vhost'>``); the kernel-stack lab sets it."""
+        return self.domain.vhost_net
+
+    @vhost_net.setter
+    def vhost_net(self, value: bool) -> None:
+        self.domain.vhost_net = value
 
     # -- boot ------------------------------------------------------------------------------------
 
-    #: serve mode's extra kernel parameters (labctl.NAME=VALUE) and whether tap NICs use vhost-net:
-    #: the kernel-stack lab (labctl.lab.libvirt.kernel) sets both
-    serve_params: dict[str, str] = {}
-    vhost_net = False
-    #: whether this guest starts its own host side (False: vm2vm's two guests share one vswitch)
-    own_host_side = True
-    #: domains a boot starts
-    domains = 1
-
     def boot(self) -> None:
+        """The domain up (:meth:`boot_domain`), then for tap and network NICs the host side on its taps."""
         plan = self.plan
-        t0 = self._boot_domain()
+        t0 = self.boot_domain()
         if not plan.vhostuser_nics:
             devices = hypervisor.interface_devices(self.dom)
             ifaces = {n.index: devices.get(n.mac, n.tap or "") for n in plan.nics}
-            self._start_vswitch(host_ports(plan, nics=list(plan.nics), ifaces=ifaces), [])
+            self._start_host_side(host_ports(plan, nics=list(plan.nics), ifaces=ifaces), [])
             self.host_side = "net_af_packet on the guest's tap devices " + ", ".join(ifaces.values())
         else:
             self.host_side = "net_vhost vhost-user server ports (QEMU connects as the client)"
@@ -158,55 +122,23 @@ class GuestLab:
         self.booted_now = True
         self.timings["boot_s"] = self.boot_s
 
-    def _boot_domain(self) -> float:
-        """The domain defined and started in serve mode (the vswitch's vhost-user servers first), the
-        channel open and the guest's HELLO answered: ``negotiated``, ``ready`` and QEMU's pid are set.
-        Returns when the boot began (after the appliance and the XML were ready)."""
-        from labctl.lab.libvirt.appliance import cache as appliance
-
-        plan, state = self.plan, self.state
+    def boot_domain(self) -> float:
+        """The plan checked (:func:`check_measurable`), the domain defined and started in serve mode (this
+        lab's vhost-user servers first, unless ``own_host_side`` is False), the guest's HELLO answered:
+        ``negotiated``, ``ready`` and ``pids["qemu"]`` are set. Returns when the boot began."""
+        plan = self.plan
         check_measurable(plan, self.uri)
-        image = appliance.cached()
-        if image is None:
-            self.phase("building the workload appliance (first use; cached afterwards)")
-            image = appliance.build()
-        cmdline = image.cmdline("serve", macs=",".join(n.mac for n in plan.nics), channel=CHANNEL_NAME,
-                                **self.serve_params)
-        ctx = replace(render_context(self.uri, cmdline, image, control_channel=CHANNEL_NAME),
-                      vhost_net=self.vhost_net)
-        self.domain_type = ctx.domain_type
-        xml = render(plan, ctx)
-        t0 = time.monotonic()
-        state.make_dirs(plan.dirs.run, plan.dirs.log)
-        remove_stale(plan.dirs.serial_log)
-        if plan.vhostuser_nics and self.own_host_side:
+
+        def vhost_user_servers() -> None:
             self.phase("starting the vswitch (vhost-user servers)")
-            self._start_vswitch(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
-        for nic in plan.nics:
-            if nic.tap is not None:
-                state.record("tap", nic.tap)
-        if any(n.backend == "network" for n in plan.nics):
-            state.record("network", "default", uri=self.uri, started=False)
-            if hypervisor.ensure_network(self.uri, "default"):
-                state.update(state.find("network")[0], started=True)
-            else:
-                state.forget(state.find("network")[0])  # it was running before labctl: not ours to stop
-        state.record("domain", plan.domain_name, uri=self.uri)
-        self.phase(f"defining and starting {plan.domain_name}")
-        self.dom = hypervisor.define_and_start(self.uri, xml)
-        path = hypervisor.channel_path(self.dom, CHANNEL_NAME)
-        if not path:
-            raise HypervisorError(f"{plan.domain_name}: libvirt made no socket for channel {CHANNEL_NAME}")
-        self.channel = GuestChannel(path, plan.dirs.log / "channel.log")
-        self.phase("waiting for the guest (appliance in serve mode)")
-        nics, self.ready = self.channel.hello(BOOT_TIMEOUT_S)
-        self.negotiated = compare_nics(plan, nics)
-        pid = qemu_pid(plan.domain_name)
-        if pid:
-            self.pids["qemu"] = pid
+            self._start_host_side(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
+
+        t0 = self.domain.boot(vhost_user_servers if plan.vhostuser_nics and self.own_host_side else None)
+        if self.domain.qemu_pid:
+            self.pids["qemu"] = self.domain.qemu_pid
         return t0
 
-    def _start_vswitch(self, vdevs: list[str], sockets: list) -> None:
+    def _start_host_side(self, vdevs: list[str], sockets: list) -> None:
         """The host side: labgen (paced) or the vswitch testpmd (flowgen) on ``vdevs``."""
         plan = self.plan
         for sock in sockets:
@@ -230,16 +162,21 @@ class GuestLab:
 
     # -- one trial -------------------------------------------------------------------------------
 
-    def start(self, plan: LabPlan | None = None) -> None:
-        """Start the trial's forwarder (``plan``: this trial's, with the same domain) and forwarding."""
+    def use_plan(self, plan: LabPlan | None) -> None:
+        """This trial's plan (``None``: the boot's), which must have the same domain (:meth:`LabPlan.domain_key`):
+        its workload and live pins may differ."""
         if plan is not None:
             if plan.domain_key() != self.key:
                 raise ValueError("a trial with another domain needs another guest")
-            self.plan = plan
+            self.plan = self.domain.plan = plan
+
+    def start(self, plan: LabPlan | None = None) -> None:
+        """Start the trial's forwarder (``plan``: this trial's, with the same domain) and forwarding."""
+        self.use_plan(plan)
         plan = self.plan
         assert self.channel is not None
         t0 = time.monotonic()
-        self._apply_pins()
+        self.domain.apply_pins()
         if self.vswitch is not None:
             self.vswitch.command(f"set txpkts {plan.packet_size}")
         self.phase("starting the guest's forwarder")
@@ -255,17 +192,8 @@ class GuestLab:
             self.vswitch.command("start")  # labgen sends per trial, when asked
         self.timings["setup_s"] = time.monotonic() - t0
 
-    def _apply_pins(self) -> None:
-        pins = self.plan.pins
-        wanted = (tuple(sorted(pins.vcpus.items())), pins.emulator)
-        if wanted == self._pins_applied or (not pins.vcpus and not pins.emulator):
-            self._pins_applied = wanted
-            return
-        hypervisor.pin_live(self.dom, {i: parse_cpuset(c) for i, c in pins.vcpus.items()},
-                            parse_cpuset(pins.emulator) if pins.emulator else None, max(online_cpus()) + 1)
-        self._pins_applied = wanted
-
     def snapshot(self) -> Snapshot:
+        """The vswitch's telemetry and forward stats, the guest's over the channel (flowgen trials)."""
         assert self.vswitch and self.channel and self._telemetry
         t = time.monotonic()
         vswitch_ports = self._telemetry.snapshot()
@@ -292,9 +220,7 @@ class GuestLab:
         """After a trial (also a failed one): the guest's forwarder is ended; the guest stays up."""
         self.booted_now = False
         self.timings = {}
-        if self.channel is not None:
-            with contextlib.suppress(WorkloadError):
-                self.channel.end_forwarder(timeout_s=30)
+        self.domain.end_forwarder(timeout_s=30)
         if self.vswitch is not None:
             with contextlib.suppress(WorkloadError):
                 self.vswitch.command("stop")
@@ -322,11 +248,7 @@ class GuestLab:
     def pins(self) -> dict[str, str]:
         host = self.pids.get("vswitch") or self.pids.get("generator")
         pins = dpdk_worker_pins("vswitch", host) if host else {}  # the host side's workers, named alike
-        if "qemu" in self.pids:
-            threads = qemu_thread_pins(self.pids["qemu"])
-            pins.update({f"guest.vcpu{n}": cpus for n, cpus in threads["vcpus"].items() if cpus})
-            if threads.get("emulator"):
-                pins["qemu.emulator"] = threads["emulator"]
+        pins.update(self.domain.thread_pins("guest.vcpu", "qemu.emulator"))
         return pins
 
     def environment(self, pins: dict[str, str], shared: bool):
@@ -345,14 +267,7 @@ class GuestLab:
         return {}, {}
 
     def record_warnings(self) -> list[str]:
-        out = []
-        if self.domain_type == "qemu":
-            out.append(f"the guest ran under TCG ({kvm_status().reason}): its figures are functional, "
-                       "not representative")
-        if any(nic["differences"] for nic in self.negotiated):
-            for nic in self.negotiated:
-                out.extend(f"nic{nic['index']}: {reason}" for reason in nic["differences"])
-        return out
+        return self.domain.record_warnings()
 
     def zero_reason(self) -> str:
         return zero_reason(self.vswitch, None, f"{self.plan.dirs.log}: the host side's log, serial.log, channel.log")
@@ -362,14 +277,7 @@ class GuestLab:
     def close(self) -> None:
         """Power the guest off (destroy it when it does not stop in time) and stop the vswitch; never
         raises. The ledger teardown that follows removes whatever is left."""
-        if self.channel is not None:
-            self.channel.poweroff()
-        if self.dom is not None:
-            with contextlib.suppress(Exception):
-                hypervisor.shutdown_or_destroy(self.dom, timeout_s=10.0)
-        if self.channel is not None:
-            with contextlib.suppress(Exception):
-                self.channel.close()
+        self.domain.close()
         if self._telemetry is not None:
             with contextlib.suppress(Exception):
                 self._telemetry.close()
@@ -377,4 +285,4 @@ class GuestLab:
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.quit()
-        self.channel = self.vswitch = self.generator = self._telemetry = self.dom = None
+        self.vswitch = self.generator = self._telemetry = None

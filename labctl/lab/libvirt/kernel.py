@@ -1,8 +1,8 @@
 """A kernel-stack libvirt guest as a measured lab: its NIC stays with the guest kernel's virtio_net driver,
 and TCP sessions (iperf3 streams, sockperf request/response) run between it and the host.
 
-    boot:  define + start the domain (appliance in serve mode, ``labctl.stack=kernel``; built like
-           :class:`~labctl.lab.libvirt.guest.GuestLab`, whose boot it reuses) -> HELLO
+    boot:  define + start the domain (appliance in serve mode, ``labctl.stack=kernel``:
+           :meth:`~labctl.lab.libvirt.guest.GuestLab.boot_domain`) -> HELLO
            -> addresses: tap: this lab's /30 (``labctl.lab.plan.tcp_subnet``) on the host's tap device
            and in the guest (NET); network: the bridge's address, the guest's from DHCP
            -> vhost-net workers pinned where the host has them (``guest.pinning.vhost``)
@@ -80,7 +80,7 @@ class KernelGuestLab(GuestLab):
         assert tcp is not None
         check_kernel_measurable(plan, self.uri)
         self.state.record("tagged", tcp.tag, names=list(TOOLS))  # before any host-side tool starts
-        t0 = self._boot_domain()
+        t0 = self.boot_domain()
         nic = plan.nics[0]
         self.host_dev = hypervisor.interface_devices(self.dom).get(nic.mac, nic.tap or "")
         if nic.backend == "tap":
@@ -125,12 +125,10 @@ class KernelGuestLab(GuestLab):
     # -- one trial -------------------------------------------------------------------------------
 
     def start(self, plan: LabPlan | None = None) -> None:
-        if plan is not None:
-            if plan.domain_key() != self.key:
-                raise ValueError("a trial with another domain needs another guest")
-            self.plan = plan
+        """This trial's live pins and guest queues (``ethtool -L``); the sessions start in ``measure``."""
+        self.use_plan(plan)
         t0 = time.monotonic()
-        self._apply_pins()
+        self.domain.apply_pins()
         self._apply_queues()
         self.timings["setup_s"] = time.monotonic() - t0
 

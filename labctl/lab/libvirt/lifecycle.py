@@ -10,6 +10,7 @@ from typing import Any, Callable
 from labctl import signals
 from labctl.lab.libvirt import hypervisor
 from labctl.events import OnEvent, notify
+from labctl.lab.libvirt.domain import give_to_qemu, render_context
 from labctl.lab.libvirt.domxml import RenderContext, render
 from labctl.lab.plan import LabPlan, derive
 from labctl.errors import HypervisorError, LabError, UserError
@@ -22,7 +23,7 @@ from labctl.profile.load import LoadedProfile
 from labctl.profile.schema import Profile
 from labctl.lab.ledger import LabState, all_states, locked, teardown
 from labctl.lab.embedded.vswitch import start_recorded, vswitch_testpmd
-from labctl.safefs import give_socket, qemu_gid, remove_stale
+from labctl.safefs import remove_stale
 
 
 
@@ -44,17 +45,6 @@ class UpResult:
         return dict(self.__dict__)
 
 
-def render_context(uri: str, cmdline: str | None = None, appliance: Any = None,
-                   control_channel: str | None = None) -> RenderContext:
-    kvm = kvm_status()
-    extra: dict[str, Any] = {"control_channel": control_channel}
-    if appliance is not None:
-        extra.update(kernel=str(appliance.kernel), initrd=str(appliance.initrd))
-    if cmdline is not None:
-        extra["cmdline"] = cmdline
-    return RenderContext(domain_type=hypervisor.domain_type_for(uri, kvm.usable), **extra)
-
-
 def render_profile(profile: Profile, uri: str | None = None, guest: str = "a") -> str:
     """The domain XML of the profile's guest (``guest`` ``b``: vm2vm's guest B)."""
     if guest not in ("a", "b"):
@@ -63,9 +53,7 @@ def render_profile(profile: Profile, uri: str | None = None, guest: str = "a") -
     if guest == "b":
         if plan.topology != "vm2vm":
             raise UserError(f"--guest b: only a vm2vm profile has a guest B (topology {plan.topology}; allowed: a)")
-        from labctl.lab.libvirt.vm2vm import guest_b_plan
-
-        plan = guest_b_plan(plan)
+        plan = plan.peer()
     return render(plan, render_context(uri or profile.libvirt_uri))
 
 
@@ -184,13 +172,6 @@ def _start_vswitch(state: LabState, plan: LabPlan) -> int:
     vswitch.wait_paths(sockets)
     give_to_qemu(sockets)
     return pid
-
-
-def give_to_qemu(sockets: list[Path]) -> None:
-    """vhost-user sockets testpmd made (root, 0755) handed to QEMU's group, mode 0660, not to the world."""
-    gid = qemu_gid()
-    for sock in sockets:
-        give_socket(sock, gid, 0o660)  # a symlink planted there is refused, never followed
 
 
 def _vswitch_pid(state: LabState) -> int | None:

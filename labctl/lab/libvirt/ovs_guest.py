@@ -24,6 +24,7 @@ from labctl.dpdk.labgen import labgen_process
 from labctl.errors import WorkloadError
 from labctl.safefs import qemu_gid
 from labctl.lab.hugepages import reserve
+from labctl.lab.libvirt.domain import check_measurable
 from labctl.lab.libvirt.guest import GuestLab
 from labctl.lab.ovs.switch import OvsPvpHostSide
 
@@ -42,12 +43,13 @@ def _open_to_qemu(directory) -> None:
 class OvsGuestLab(OvsPvpHostSide, GuestLab):
     """One libvirt guest of ``plan`` with OVS-DPDK and labgen as its host side."""
 
-    own_host_side = False  # OVS and labgen are started here, not by GuestLab._boot_domain
+    own_host_side = False  # OVS and labgen are started here, not by GuestLab.boot_domain
 
     def boot(self) -> None:
         plan, state = self.plan, self.state
         if plan.generator.kind != "labgen":
             raise WorkloadError("workload.generator: a guest behind OVS-DPDK is fed by labgen (allowed: labgen)")
+        check_measurable(plan, self.uri)
         state.make_dirs(plan.dirs.run, plan.dirs.log)
         _open_to_qemu(plan.dirs.run)
         mount = plan.dirs.hugetlbfs
@@ -62,7 +64,7 @@ class OvsGuestLab(OvsPvpHostSide, GuestLab):
         self.generator = generator
         self.pids["generator"] = generator.start_recorded(state)
         generator.connect(timeout_s=60)
-        t0 = self._boot_domain()  # QEMU makes the vm{i} sockets; OVS connects to them by itself
+        t0 = self.boot_domain()  # QEMU makes the vm{i} sockets; OVS connects to them by itself
         self.phase("waiting for OVS's ports to labgen")
         self.switch.wait_connected(timeout_s=LINK_TIMEOUT_S, ports=[f"gen{nic.index}" for nic in plan.nics])
         self.host_side = ("labgen on net_virtio_user server ports -> OVS-DPDK (netdev bridge, dpdkvhostuserclient "

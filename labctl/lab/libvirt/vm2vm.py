@@ -8,8 +8,10 @@
            channels, the vswitch's forward stats) -> stop; both guests stay up for the next trial
     close: both guests powered off, the vswitch quits; the ledger teardown removes the rest
 
-Guest B is the plan's ``peer_nics`` (MACs and sockets of the lab's name + "-b") in a domain of its own
-(the lab's domain name + "-b"); both domains, the vswitch and its sockets are in the one lab's ledger.
+Guest B is the plan's peer (:meth:`labctl.lab.plan.LabPlan.peer`: its ``peer_nics``, MACs and sockets of
+the lab's name + "-b", in a domain of its own, the lab's domain name + "-b"). Each guest is a
+:class:`~labctl.lab.libvirt.domain.GuestDomain`; both domains, the vswitch and its sockets are in the one
+lab's ledger.
 The rate is what B received; the drops are A's transmit ring full, the vswitch's transmit toward B
 refused (B's receive ring full) and the rest. The mailing-list shape: "vhost (vm1) -> vhost (vm2),
 testpmd txonly in vm1 and rxonly in vm2".
@@ -19,28 +21,22 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import replace
 from typing import Any, Callable
 
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import FwdStats, Testpmd
 from labctl.errors import WorkloadError
-from labctl.host.threads import dpdk_worker_pins, qemu_thread_pins
+from labctl.host.fingerprint import fingerprint
+from labctl.host.threads import dpdk_worker_pins
 from labctl.lab.embedded.lab import wait_links
 from labctl.lab.embedded.vm2vm import vm2vm_metrics
 from labctl.lab.embedded.vswitch import host_ports, start_recorded, vswitch_testpmd
 from labctl.lab.ledger import LabState
-from labctl.lab.libvirt.guest import FORWARDER_TIMEOUT_S, GuestLab, guest_stats, wait_for_paths
-from labctl.lab.libvirt.lifecycle import give_to_qemu
-from labctl.lab.plan import LabDirs, LabPlan
+from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, check_measurable, give_to_qemu,
+                                       guest_stats, wait_for_paths)
+from labctl.lab.plan import LabPlan
 from labctl.results.record import Metrics
 from labctl.safefs import make_dir, remove_stale
-
-
-def guest_b_plan(plan: LabPlan) -> LabPlan:
-    """Guest B of a vm2vm plan: the peer NICs in a domain of its own, its logs beside A's."""
-    return replace(plan, name=f"{plan.name}-b", domain_name=f"{plan.domain_name}-b", nics=plan.peer_nics,
-                   peer_nics=(), topology="pvp", dirs=LabDirs(plan.dirs.run, plan.dirs.log / "guest-b"))
 
 
 class Vm2vmGuestLab:
@@ -57,33 +53,23 @@ class Vm2vmGuestLab:
         self.uri = uri
         self.phase = phase
         self.key = plan.domain_key()
-        self.a = GuestLab(plan, state, uri, warnings, phase)
-        self.b = GuestLab(guest_b_plan(plan), state, uri, warnings, phase)
-        for guest in (self.a, self.b):
-            guest.own_host_side = False
+        self.a = GuestDomain(plan, state, uri, phase)
+        self.b = GuestDomain(plan.peer(), state, uri, phase)
+        self.warnings = warnings
         self.vswitch: Testpmd | None = None
         self._telemetry: Telemetry | None = None
         self.timings: dict[str, float] = {}
         self.boot_s = 0.0
         self.booted_now = False
         self.hugepages = plan.hugepages
-        self._warnings = warnings
-
-    @property
-    def warnings(self) -> list[str]:
-        return self._warnings
-
-    @warnings.setter
-    def warnings(self, value: list[str]) -> None:
-        self._warnings = self.a.warnings = self.b.warnings = value
 
     @property
     def pids(self) -> dict[str, int]:
         pids = {}
-        if "qemu" in self.a.pids:
-            pids["qemu"] = self.a.pids["qemu"]
-        if "qemu" in self.b.pids:
-            pids["qemub"] = self.b.pids["qemu"]
+        if self.a.qemu_pid:
+            pids["qemu"] = self.a.qemu_pid
+        if self.b.qemu_pid:
+            pids["qemub"] = self.b.qemu_pid
         if self.vswitch is not None and self.vswitch.proc is not None:
             pids["vswitch"] = self.vswitch.proc.pid
         return pids
@@ -95,8 +81,10 @@ class Vm2vmGuestLab:
     # -- boot ------------------------------------------------------------------------------------
 
     def boot(self) -> None:
+        """The vswitch's vhost-user servers for both guests, then guest A and guest B."""
         t0 = time.monotonic()
         plan = self.plan
+        check_measurable(plan, self.uri)
         ports = self._ports()
         sockets = [nic.socket for nic in ports]
         self.state.make_dirs(plan.dirs.run, plan.dirs.log)
@@ -113,7 +101,7 @@ class Vm2vmGuestLab:
         give_to_qemu(sockets)
         for name, guest in (("A", self.a), ("B", self.b)):
             self.phase(f"guest {name}")
-            guest._boot_domain()
+            guest.boot()
         self.boot_s = time.monotonic() - t0
         self.booted_now = True
         self.timings["boot_s"] = self.boot_s
@@ -124,15 +112,14 @@ class Vm2vmGuestLab:
         if plan is not None:
             if plan.domain_key() != self.key:
                 raise ValueError("a trial with another domain needs other guests")
-            self.plan = plan
-            self.a.plan = plan
-            self.b.plan = guest_b_plan(plan)
+            self.plan = self.a.plan = plan
+            self.b.plan = plan.peer()
         plan = self.plan
         t0 = time.monotonic()
         assert self.vswitch is not None and self._telemetry is not None
         assert self.a.channel is not None and self.b.channel is not None
         for guest in (self.a, self.b):
-            guest._apply_pins()
+            guest.apply_pins()
         self.phase("starting guest B's receiver and guest A's sender")
         self.b.channel.start_forwarder(plan.forwarder.options(mode="rxonly").argv(), FORWARDER_TIMEOUT_S)
         self.a.channel.start_forwarder(plan.forwarder.options(mode="txonly").argv(), FORWARDER_TIMEOUT_S)
@@ -176,7 +163,7 @@ class Vm2vmGuestLab:
         self.booted_now = False
         self.timings = {}
         for guest in (self.a, self.b):
-            guest.end_trial()
+            guest.end_forwarder(timeout_s=30)
         if self.vswitch is not None:
             with contextlib.suppress(WorkloadError):
                 self.vswitch.command("stop")
@@ -195,15 +182,12 @@ class Vm2vmGuestLab:
     def pins(self) -> dict[str, str]:
         pins = dpdk_worker_pins("vswitch", self.vswitch.proc.pid) if self.vswitch and self.vswitch.proc else {}
         for prefix, guest in (("guest", self.a), ("guestb", self.b)):
-            if "qemu" in guest.pids:
-                threads = qemu_thread_pins(guest.pids["qemu"])
-                pins.update({f"{prefix}.vcpu{n}": cpus for n, cpus in threads["vcpus"].items() if cpus})
-                if threads.get("emulator"):
-                    pins[f"{prefix}.emulator"] = threads["emulator"]
+            pins.update(guest.thread_pins(f"{prefix}.vcpu", f"{prefix}.emulator"))
         return pins
 
     def environment(self, pins: dict[str, str], shared: bool):
-        return self.a.environment(pins, shared)
+        accel = "kvm" if self.a.domain_type == "kvm" else "tcg"
+        return fingerprint("libvirt", pins, shared, self.hugepages, accel=accel)
 
     def details(self) -> dict[str, Any]:
         return {"nics": self.a.negotiated, "nics_b": self.b.negotiated, "topology": "vm2vm", "vswitch": "testpmd",

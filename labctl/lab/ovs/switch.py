@@ -106,11 +106,6 @@ class OvsSwitch:
         self._baseline: dict[str, dict[str, int]] | None = None
         self._env = {**os.environ, **self.config.env()}
 
-    @classmethod
-    def for_profile(cls, profile: Profile, state: LabState, run_dir: Path, log_dir: Path,
-                    hugepages_mount: Path, **kwargs: Any) -> "OvsSwitch":
-        return cls(profile.name, state, run_dir, log_dir, pmd_cpus_of(profile), hugepages_mount, **kwargs)
-
     @property
     def paths(self) -> cmd.OvsPaths:
         return self.config.paths

@@ -199,3 +199,15 @@ def test_pacing_reaches_labgens_trial():
     assert shift.generator.shift_s == PAUSE_SHIFT_S and absolute.generator.shift_s == 0
     assert "shift=0.0001" in trial_spec(shift.generator, 1e6, 5, 1).params().split(",")
     assert not any(p.startswith("shift=") for p in trial_spec(absolute.generator, 1e6, 5, 1).params().split(","))
+
+
+def test_vm2vm_guest_b_plan_is_derived_from_the_plan():
+    """LabPlan.peer: guest B's NICs, domain and logs; the rest of A's plan; only a vm2vm plan has one."""
+    vm2vm = derive(load_profile(DOMAINS / "guest-vm2vm.yaml", cpus=CPUS).profile)
+    b = vm2vm.peer()
+    assert (b.name, b.domain_name) == (f"{vm2vm.name}-b", f"{vm2vm.domain_name}-b")
+    assert b.nics == vm2vm.peer_nics and b.peer_nics == () and b.topology == "pvp"
+    assert b.dirs.run == vm2vm.dirs.run and b.dirs.log == vm2vm.dirs.log / "guest-b"
+    assert (b.pins, b.forwarder, b.duration_s) == (vm2vm.pins, vm2vm.forwarder, vm2vm.duration_s)
+    with pytest.raises(ValueError, match="only a vm2vm plan"):
+        derive(load_profile(DOMAINS / "guest-vhostuser.yaml", cpus=CPUS).profile).peer()

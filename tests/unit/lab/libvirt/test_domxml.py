@@ -43,11 +43,9 @@ def test_golden(path):
 
 
 def test_vm2vm_guest_b_is_a_domain_of_its_own():
-    from labctl.lab.libvirt.vm2vm import guest_b_plan
-
     profile = load_profile(ROOT / "domains" / "guest-vm2vm.yaml", cpus=CPUS).profile
     plan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
-    a, b = render_plan(plan, FIXED), render_plan(guest_b_plan(plan), FIXED)
+    a, b = render_plan(plan, FIXED), render_plan(plan.peer(), FIXED)
     golden = GOLDEN / "guest-vm2vm-b.xml"
     if os.environ.get("LABCTL_UPDATE_GOLDEN"):
         golden.write_text(b, encoding="utf-8")
