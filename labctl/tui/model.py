@@ -82,6 +82,12 @@ def rate_text(record: Any) -> str:
     return f"{record.metrics.mpps:.2f} Mpps"
 
 
+def plan_entry(record: Any) -> bool:
+    """Whether a stored trial stands for an entry of the run's plan: not one of the single measurements an
+    NDR/PDR search stores by the hundred (:data:`labctl.api.SEARCH_ROLES`)."""
+    return record is None or (getattr(record, "details", None) or {}).get("role") not in api.SEARCH_ROLES
+
+
 @dataclass
 class Progress:
     """A run being measured: what the Sweep screen's bar, ETA and phase line show.
@@ -100,18 +106,22 @@ class Progress:
     source: str = "here"
     last: str = ""
     messages: list[str] = field(default_factory=list)
+    measurements: int = 0  # NDR/PDR search measurements stored in this run so far (not counted in ``done``)
 
     def apply(self, event: Event) -> None:
         """Fold one event of the work in flight into the progress."""
         if event.kind == "run":
             self.run_id, self.total = event.run_id, event.total
             self.done = self.done_before = event.done or 0
+            self.measurements = 0
             self.profile = event.lab or self.profile
             self.state, self.elapsed_s = "running", None
         elif event.kind == "phase":
             self.phase = event.message
         elif event.kind == "trial":
-            self.done = event.done if event.done is not None else self.done + 1
+            if not plan_entry(event.record):  # one of an NDR/PDR search's measurements: not a planned trial
+                self.measurements += 1
+            self.done = event.done - self.measurements if event.done is not None else self.done + plan_entry(event.record)
             self.total = event.total or self.total
             self.elapsed_s = event.elapsed_s
             config = (event.data or {}).get("config", {})
