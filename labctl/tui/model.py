@@ -77,9 +77,13 @@ def clock(seconds: float | None) -> str:
 
 
 def rate_text(record: Any) -> str:
-    if record is None or record.status != "ok" or record.metrics.mpps is None:
+    """A stored trial's rate: ``9.81 Mpps``, or an NDR/PDR search's ``NDR 2.000 / PDR 2.100 Mpps``."""
+    if record is None or record.status != "ok":
         return getattr(record, "status", "failed")
-    return f"{record.metrics.mpps:.2f} Mpps"
+    m = record.metrics
+    if m.mpps is None and m.ndr_mpps is not None:
+        return f"NDR {m.ndr_mpps:.3f} / PDR {m.pdr_mpps:.3f} Mpps" if m.pdr_mpps is not None else f"NDR {m.ndr_mpps:.3f}"
+    return f"{m.mpps:.2f} Mpps" if m.mpps is not None else "ok"
 
 
 def plan_entry(record: Any) -> bool:
