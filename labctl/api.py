@@ -152,6 +152,7 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
     configuration and repeat; its measurements are stored too)."""
     from labctl.measure.sweep import run_sweep
 
+    metric = measure_metric(metric)
     settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
         return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
@@ -159,6 +160,14 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
+
+
+def measure_metric(metric: str) -> str:
+    """What a sweep or tune measures, by its short name: ``ndr_mpps`` / ``pdr_mpps`` (the registry's names
+    of what ``ndr`` / ``pdr`` name) are taken as ``ndr`` / ``pdr``."""
+    from labctl.results.metrics import ALIASES
+
+    return {name: alias for alias, name in ALIASES.items()}.get(metric, metric)
 
 
 def _metric_search(loaded: LoadedProfile, metric: str):
@@ -194,6 +203,7 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
         # optimise a missing number. Refuse until the objective can be gbps/tps.
         raise UserError(f"workload.kind {loaded.profile.workload.kind}: tune searches forwarding rates only "
                         f"(allowed: forward; use sweep and advise for tcp_stream/tcp_rr)")
+    metric = measure_metric(metric)
     settings = _metric_search(loaded, metric)
     check_measurable(loaded.profile)
     space = space_from_profile(loaded.profile)

@@ -88,3 +88,9 @@ def test_a_search_run_opens_on_its_ndr():
     assert next(iter(reports)) == "ndr_mpps"
     tcp = [TrialRecord(config={"s": s}, metrics=Metrics(bandwidth_gbps=1.0 + s, host_cpu_cores=0.5)) for s in (1, 2)]
     assert next(iter(build_reports(tcp, None, 1, api.report_metrics()))) == "bandwidth_gbps"
+
+
+def test_sweep_and_tune_take_the_registry_names_of_what_they_search():
+    assert [api.measure_metric(m) for m in ("mpps", "ndr", "ndr_mpps", "pdr_mpps")] == ["mpps", "ndr", "ndr", "pdr"]
+    with pytest.raises(UserError, match=r"^--metric nrd: not a measured metric \(allowed: mpps, ndr, pdr\)$"):
+        api.sweep(None, metric="nrd")
