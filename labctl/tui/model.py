@@ -123,9 +123,11 @@ class Progress:
         elif event.kind == "phase":
             self.phase = event.message
         elif event.kind == "trial":
-            if not plan_entry(event.record):  # one of an NDR/PDR search's measurements: not a planned trial
+            # counted here, not taken from event.done: an NDR/PDR search's measurements are not planned trials
+            if plan_entry(event.record):
+                self.done += 1
+            else:
                 self.measurements += 1
-            self.done = event.done - self.measurements if event.done is not None else self.done + plan_entry(event.record)
             self.total = event.total or self.total
             self.elapsed_s = event.elapsed_s
             config = (event.data or {}).get("config", {})
