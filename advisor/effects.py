@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from labctl.analysis import statistics
-from labctl.analysis.pivot import SHORT_NAMES, TCP_RATES
+from labctl.results.metrics import SHORT_NAMES, TCP_RATES, lookup
 from labctl.results.record import TrialRecord
 
 from advisor.advice import show_value
@@ -71,6 +71,23 @@ class Rate:
     verb: str = "forwarded"
     loss_limited: bool = True
     demands: tuple[str, ...] = ()
+    at_goal: bool = False  # an NDR/PDR rate: found at its loss goal, so no loss is left to weigh
+
+    def value(self, record: TrialRecord) -> float | None:
+        """The trial's value of this rate (its own field of the record), or None."""
+        value = getattr(record.metrics, self.metric)
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+    def loss(self, record: TrialRecord) -> float | None:
+        """The loss weighed beside the rate: the trial's own for ``mpps``, 0 for an NDR/PDR rate (at its
+        loss goal by construction), None where no loss limit applies (TCP retransmits what is lost)."""
+        if not self.loss_limited:
+            return None
+        return 0.0 if self.at_goal else trial_loss(record)
+
+    def drop_shares(self, record: TrialRecord) -> dict[str, float]:
+        """Where the trial's packets were dropped, for a rate measured at the trial's own load only."""
+        return _drop_shares(record) if self.loss_limited and not self.at_goal else {}
 
     def show(self, x: float) -> str:
         """A median of this rate: ``9.81`` Mpps, ``2.530`` Gbit/s, ``4357`` trans/s."""
@@ -79,15 +96,19 @@ class Rate:
         return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3f}"
 
 
-#: The forwarding rate (``mpps``, or an NDR/PDR rate the analysis holds in ``mpps``).
+#: The forwarding rate at the trial's load (``mpps``).
 FORWARDING = Rate()
 
 
 def rate_of(metric: str) -> Rate:
-    """The :class:`Rate` of ``metric``: a tcp kind's rate (:data:`labctl.analysis.pivot.TCP_RATES`, with
-    its service demands and no loss limit), else the forwarding rate."""
+    """The :class:`Rate` of ``metric``: a tcp kind's rate (:data:`labctl.results.metrics.TCP_RATES`, with
+    its service demands and no loss limit), an NDR/PDR search's rate (at its loss goal), else the
+    forwarding rate."""
     if metric in TCP_RATES:
         return Rate(metric, SHORT_NAMES[metric], "reached", False, TCP_RATES[metric])
+    found = lookup(metric)
+    if found is not None and found.kind == "search":
+        return Rate(found.name, found.unit, at_goal=True)
     return FORWARDING
 
 
@@ -102,7 +123,7 @@ class _Cell:
         self.index = index
         self.key = key
         self.refs: list[int] = []
-        self.mpps: list[float] = []
+        self.rates: list[float] = []
         self.loss: list[float | None] = []
         self.shares: list[dict[str, float]] = []
         self.configs: list[dict[str, Any]] = []
@@ -112,14 +133,14 @@ class _Cell:
 
     @property
     def n(self) -> int:
-        return len(self.mpps)
+        return len(self.rates)
 
     @property
     def has_loss(self) -> bool:
         return all(x is not None for x in self.loss)
 
     def median(self) -> float:
-        return float(np.median(self.mpps))
+        return float(np.median(self.rates))
 
     def loss_median(self) -> float:
         return float(np.median([x for x in self.loss if x is not None]))
@@ -128,10 +149,10 @@ class _Cell:
         return float(np.median([s.get(cause, 0.0) for s in self.shares]))
 
     def boot(self, what: str, seed: int) -> np.ndarray:
-        """Bootstrap medians (``log_mpps`` or ``loss``), N_BOOT of them, fixed per cell."""
+        """Bootstrap medians (``log_rate`` or ``loss``), N_BOOT of them, fixed per cell."""
         if what not in self._boot:
-            rng = np.random.default_rng([seed, self.index, 0 if what == "log_mpps" else 1])
-            x = np.log(np.asarray(self.mpps)) if what == "log_mpps" else np.asarray(self.loss, dtype=float)
+            rng = np.random.default_rng([seed, self.index, 0 if what == "log_rate" else 1])
+            x = np.log(np.asarray(self.rates)) if what == "log_rate" else np.asarray(self.loss, dtype=float)
             idx = rng.integers(0, x.size, size=(N_BOOT, x.size))
             self._boot[what] = np.median(x[idx], axis=1)
         return self._boot[what]
@@ -193,9 +214,9 @@ class _Effects:
             if cell is None:
                 cell = self.cells[key] = _Cell(len(self.cells), key)
             cell.refs.append(ref)
-            cell.mpps.append(float(r.metrics.mpps))
-            cell.loss.append(trial_loss(r))
-            cell.shares.append(_drop_shares(r))
+            cell.rates.append(float(rate.value(r)))
+            cell.loss.append(rate.loss(r))
+            cell.shares.append(rate.drop_shares(r))
             cell.configs.append(r.config)
             for metric in rate.demands:
                 value = getattr(r.metrics, metric)
@@ -217,16 +238,16 @@ class _Effects:
     # -- two bands ---------------------------------------------------------------------------------
 
     def _find_bands(self) -> None:
-        values = [x for c in self.cells.values() for x in c.mpps]
+        values = [x for c in self.cells.values() for x in c.rates]
         band = statistics.two_band(values) if len(values) >= 2 * statistics.MIN_BAND else None
         if band is not None:
             threshold = (band.low[-1] + band.high[0]) / 2.0
             for cell in self.cells.values():
-                if any(x < threshold for x in cell.mpps) and any(x > threshold for x in cell.mpps):
+                if any(x < threshold for x in cell.rates) and any(x > threshold for x in cell.rates):
                     cell.bimodal = True
         for cell in self.cells.values():
             if cell.n >= 2 * statistics.MIN_BAND:
-                own = statistics.two_band(cell.mpps)
+                own = statistics.two_band(cell.rates)
                 if own is not None:
                     cell.bimodal = True
                     if band is None:
@@ -287,7 +308,7 @@ class _Effects:
     def rate_effect(self, pairs: list[tuple[_Cell, _Cell]], confidence: float) -> _Effect:
         rng = self._rng("rate", [(a.index, b.index) for a, b in pairs])
         point = float(np.mean([math.log(a.median()) - math.log(b.median()) for a, b in pairs]))
-        rows = np.stack([a.boot("log_mpps", self.seed) - b.boot("log_mpps", self.seed) for a, b in pairs])
+        rows = np.stack([a.boot("log_rate", self.seed) - b.boot("log_rate", self.seed) for a, b in pairs])
         boots = self._pool(rows, pairs, rng)
         alpha = 1.0 - confidence
         lo, hi = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
@@ -295,7 +316,7 @@ class _Effects:
         if len(pairs) == 1 and min(pairs[0][0].n, pairs[0][1].n) >= 2:
             # one like-for-like comparison: the figures of statistics.compare, as labctl report shows them
             a, b = pairs[0]
-            delta = statistics.compare(b.mpps, a.mpps, confidence=confidence, seed=self.seed, n_resamples=N_BOOT)
+            delta = statistics.compare(b.rates, a.rates, confidence=confidence, seed=self.seed, n_resamples=N_BOOT)
             est, lo_pct, hi_pct = delta.change_pct, delta.ci_low_pct, delta.ci_high_pct
         return _Effect(est, lo_pct, hi_pct, pairs, boots)
 

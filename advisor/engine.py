@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from labctl.analysis.pivot import SHORT_NAMES
+from labctl.analysis import statistics
+from labctl.results.metrics import SHORT_NAMES
 
 from advisor.advice import Inconclusive, Recommendation, _pct_loss, show_value
 from advisor.effects import MIN_REPEATS, N_BOOT, _Cell, _Effect, _Effects
@@ -31,20 +32,20 @@ __all__ = [
     "POWER",
 ]
 
-#: Confidence of every interval (Bonferroni-adjusted over a knob's values).
-CONFIDENCE = 0.95
+#: Confidence of every interval (Bonferroni-adjusted over a knob's values): the statistics' own.
+CONFIDENCE = statistics.CONFIDENCE
 
 #: Confidence of conditional findings (an effect inside one value of another knob, and the difference
 #: of effects between conditions): stricter, because every knob is split by every other knob.
 CONDITIONAL_CONFIDENCE = 0.99
 
 #: Smallest rate change worth a recommendation, %. Repeated runs of one configuration scatter by a
-#: cv of 3-5 % on a quiet host (DESIGN.md); a change below 2 % is inside that noise even when an
-#: interval excludes 0, and is not worth a reconfiguration.
+#: cv of 3-5 % on a quiet host (measured on the 2-vCPU guest labctl was built on); a change below 2 % is
+#: inside that noise even when an interval excludes 0, and is not worth a reconfiguration.
 NOISE_FLOOR_PCT = 2.0
 
 #: Fewest bootstrap resamples each tail of an interval must hold (below it the interval is the extremes).
-MIN_TAIL_RESAMPLES = 5
+MIN_TAIL_RESAMPLES = statistics.MIN_TAIL_RESAMPLES
 
 #: Power for the "run --repeat N" advice when a difference is inside the noise.
 POWER = 0.8
@@ -134,8 +135,8 @@ class _Analysis(_Effects):
             text += self._loss_note(k, best, ref, loss_med)
             text += self._rejected_text(k, rejected, best, est, loss_med)
             text += self._demand_text(k, best, usable)
-            decision.recommendation = self._recommend(k, best, ref, "mpps", e, text, condition)
-            decision.pick, decision.contrast = best, (best, ref, "mpps")
+            decision.recommendation = self._recommend(k, best, ref, self.rate.metric, e, text, condition)
+            decision.pick, decision.contrast = best, (best, ref, self.rate.metric)
             return decision
 
         # (b) an acceptable value that loses less at a rate that is not worse
@@ -187,8 +188,8 @@ class _Analysis(_Effects):
                         f"({self._strata_text(effects[alt])})")
                 text += self._loss_note(k, ref, alt, loss_med)
                 text += self._demand_text(k, ref, usable)
-                decision.recommendation = self._recommend(k, ref, alt, "mpps", e, text, condition)
-                decision.pick, decision.contrast = ref, (ref, alt, "mpps")
+                decision.recommendation = self._recommend(k, ref, alt, self.rate.metric, e, text, condition)
+                decision.pick, decision.contrast = ref, (ref, alt, self.rate.metric)
                 return decision
 
         decision.reason = self._noise_reason(k, ref, effects, est, acceptable, loss_med)
@@ -218,19 +219,19 @@ class _Analysis(_Effects):
         return (f"too few repeats: n={per_config} per configuration ({per_value} per value over "
                 f"{len(pairs)} configuration{'s' * (len(pairs) > 1)} of the other knobs); run --repeat 5")
 
-    def _strata_text(self, e: _Effect, metric: str = "mpps") -> str:
+    def _strata_text(self, e: _Effect, metric: str = "rate") -> str:
         m = len(e.pairs)
         if m == 1:
             return f"n={e.n_a} vs {e.n_b}"
-        if metric == "mpps":
+        if metric != "loss":
             up = sum(1 for a, b in e.pairs if a.median() > b.median())
             return f"faster in {up} of {m} configurations of the other knobs, n={e.n_a} vs {e.n_b}"
         down = sum(1 for a, b in e.pairs if a.loss_median() < b.loss_median())
         return f"lower loss in {down} of {m} configurations of the other knobs, n={e.n_a} vs {e.n_b}"
 
     def _rate_text(self, k: int, value: Any, ref: Any, e: _Effect) -> str:
-        med_a = float(np.median([x for a, _ in e.pairs for x in a.mpps]))
-        med_b = float(np.median([x for _, b in e.pairs for x in b.mpps]))
+        med_a = float(np.median([x for a, _ in e.pairs for x in a.rates]))
+        med_b = float(np.median([x for _, b in e.pairs for x in b.rates]))
         unit = self.rate.unit
         return (f"{self.label(k, value)} {self.rate.verb} {e.format()} {unit} against {self.label(k, ref)} "
                 f"(median {self.rate.show(med_a)} vs {self.rate.show(med_b)} {unit}; {self._strata_text(e)})")
@@ -310,7 +311,7 @@ class _Analysis(_Effects):
         ties = [v for v in effects if v not in slower] or list(effects)
         alt = max(ties, key=lambda v: abs(effects[v].est_pct))
         e = effects[alt]
-        cvs = [float(np.std(c.mpps, ddof=1) / np.mean(c.mpps)) for a, b in e.pairs for c in (a, b) if c.n >= 2]
+        cvs = [float(np.std(c.rates, ddof=1) / np.mean(c.rates)) for a, b in e.pairs for c in (a, b) if c.n >= 2]
         cv = float(np.median(cvs)) if cvs else None
         text = (f"differences inside the noise: {self.label(k, alt)} {e.format()} {self.rate.unit} against "
                 f"{self.label(k, ref)} ({self._strata_text(e)})")
@@ -445,7 +446,7 @@ class _Analysis(_Effects):
         pairs = [(s[a], s[b]) for s in strata if a in s and b in s and not s[a].bimodal and not s[b].bimodal]
         if not pairs or not self._enough(pairs):
             return False
-        if metric == "mpps":
+        if metric != "loss_ratio":
             e = self.rate_effect(pairs, CONDITIONAL_CONFIDENCE)
             return not self.better(e)
         return not self.loss_better(self.loss_effect(pairs, CONDITIONAL_CONFIDENCE))
@@ -480,7 +481,7 @@ class _Analysis(_Effects):
         pairs = [(s[a], s[b]) for s in strata if a in s and b in s and not s[a].bimodal and not s[b].bimodal]
         if not pairs or not self._enough(pairs):
             return None
-        if metric == "mpps":
+        if metric != "loss_ratio":
             return self.rate_effect(pairs, CONDITIONAL_CONFIDENCE)
         return self.loss_effect(pairs, CONDITIONAL_CONFIDENCE)
 

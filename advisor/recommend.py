@@ -21,7 +21,9 @@ Method, per knob
 1. Strata: trials with the same values of every other knob (and host/accelerator) form a stratum; a
    stratum with two or more values of the knob is a like-for-like comparison. A configuration's trials
    are a cell.
-2. Two-band check (DESIGN.md "Noise"): if the Mpps of all trials split into two bands
+2. Two-band check (on a 2-vCPU guest host identical 64-byte runs landed in two bands, about 8-10 and
+   15-17 Mpps, where repeats on a quiet host scatter by a cv of 3-5 %): if the rates of all trials split
+   into two bands
    (:func:`labctl.analysis.statistics.two_band`) and configurations landed in both, or a cell of 4+ trials is
    two-band on its own, those cells are *bimodal*. When a quarter or more of the cells (and at least
    two) are bimodal the whole data set is band-limited and nothing is recommended; otherwise strata
@@ -82,7 +84,6 @@ types) and :mod:`advisor.apply` (``labctl advise --apply``: the tuned profile).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -93,7 +94,7 @@ from labctl.results.record import TrialRecord
 from labctl.host.steadiness import unsteady_warning
 
 from labctl.analysis import statistics
-from labctl.analysis.pivot import TCP_RATES
+from labctl.results.metrics import FORWARDING_RATES, TCP_RATES, ranked_rates
 
 from advisor.advice import DEFAULT_MAX_LOSS, Advice, _pct_loss
 from advisor.effects import FORWARDING, Rate, rate_of
@@ -109,35 +110,18 @@ __all__ = ["advise", "RATE_METRICS", "TCP_METRICS", "ADVISED_METRICS", "advised_
 
 
 #: The rates the advisor ranks: the rate at the trial's load (``mpps``), or the highest rate with no loss
-#: (``ndr_mpps``) or at most 0.5% loss (``pdr_mpps``) an NDR/PDR search found.
-RATE_METRICS = ("mpps", "ndr_mpps", "pdr_mpps")
+#: (``ndr_mpps``) or at most 0.5% loss (``pdr_mpps``) an NDR/PDR search found (the registry's).
+RATE_METRICS = FORWARDING_RATES
 
-#: The rates of the kernel-stack kinds (:data:`labctl.analysis.pivot.TCP_RATES`): ``bandwidth_gbps``
+#: The rates of the kernel-stack kinds (:data:`labctl.results.metrics.TCP_RATES`): ``bandwidth_gbps``
 #: (tcp_stream), ``transactions_per_s`` (tcp_rr); higher is better, no loss limit (TCP retransmits).
 TCP_METRICS = tuple(TCP_RATES)
 
 #: Every rate the advisor ranks.
 ADVISED_METRICS = RATE_METRICS + TCP_METRICS
 
-
-def advised_metrics(records: Iterable[TrialRecord]) -> tuple[str, ...]:
-    """The rates these trials can be ranked by: the tcp rates their successful trials measured (a
-    tcp_stream or tcp_rr run), else the forwarding rates (:data:`RATE_METRICS`)."""
-    records = [r for r in records if r.status == "ok"]
-    tcp = tuple(m for m in TCP_METRICS if any(getattr(r.metrics, m) is not None for r in records))
-    return tcp or RATE_METRICS
-
-
-def _as_rate(records: list[TrialRecord], metric: str, loss: float | None) -> list[TrialRecord]:
-    """Records whose ``mpps`` is ``metric`` and whose loss is ``loss``, so the analysis ranks by that rate
-    alone: 0.0 for an NDR/PDR rate (at its loss goal by construction: no loss left to weigh), None for
-    a tcp rate (no loss limit applies to TCP: it retransmits what its path drops)."""
-    out = []
-    for r in records:
-        metrics = r.metrics.model_copy(update={"mpps": getattr(r.metrics, metric), "loss_ratio": loss, "drops": {},
-                                               "tx_dropped": None, "guest_tx_dropped": None})
-        out.append(r.model_copy(update={"metrics": metrics}))
-    return out
+#: The rates these trials can be ranked by (:func:`labctl.results.metrics.ranked_rates`).
+advised_metrics = ranked_rates
 
 
 def advise(
@@ -163,19 +147,12 @@ def advise(
     invalid = [r for r in trials if r.metrics.valid is False]
     trials = [r for r in trials if r.metrics.valid is not False]
     rate = rate_of(metric)
-    if metric in TCP_METRICS:
-        trials = _as_rate(trials, metric, None)
-    elif metric != "mpps":
-        trials = _as_rate(trials, metric, 0.0)
     advice = _advise(trials, max_loss, confidence=confidence, noise_floor_pct=noise_floor_pct, seed=seed,
                      rate=rate)
     if invalid:
         advice.warnings.append(f"left out {len(invalid)} paced trials the generator could not keep up with "
                                "(invalid: it fell behind its schedule): they measure the generator, not the lab")
     if metric != "mpps":
-        for rec in advice.recommendations:
-            if rec.metric == "mpps":
-                rec.metric = metric
         advice.warnings = [w for w in advice.warnings if "loss limit" not in w]
     return advice
 
@@ -189,14 +166,14 @@ def _advise(
     seed: int = 0,
     rate: Rate = FORWARDING,
 ) -> Advice:
-    """The analysis of :func:`advise`, on records whose ``mpps`` is the rate ranked (``rate`` its words)."""
+    """The analysis of :func:`advise`, ranking by ``rate`` (its own field of each record, its words)."""
     if not 0.0 <= max_loss <= 1.0:
         raise UserError(f"max loss {max_loss}: a loss ratio is between 0 and 1 (e.g. 0.001 for 0.1%)")
     records = list(trials)
     advice = Advice(max_loss=max_loss)
     refs_all = [r.id if r.id is not None else i + 1 for i, r in enumerate(records)]
     ok = [(ref, r) for ref, r in zip(refs_all, records)
-          if r.status == "ok" and r.metrics.mpps is not None and math.isfinite(r.metrics.mpps) and r.metrics.mpps > 0]
+          if r.status == "ok" and (rate.value(r) or 0.0) > 0]
     not_ok = len(records) - len(ok)
     if not_ok:
         advice.warnings.append(f"{not_ok} of {len(records)} trials failed, were aborted or measured no rate: "
@@ -231,7 +208,7 @@ def _advise(
     if analysis.bimodal_cells:
         advice.warnings.append(analysis.band_reason())
     high = [c for c in analysis.cells.values() if c.n >= 2 and not c.bimodal
-            and np.std(c.mpps, ddof=1) / np.mean(c.mpps) > statistics.HIGH_CV]
+            and np.std(c.rates, ddof=1) / np.mean(c.rates) > statistics.HIGH_CV]
     if high:
         advice.warnings.append(
             f"{len(high)} of {len(analysis.cells)} configurations scatter by more than "

@@ -23,6 +23,7 @@ from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile
 from labctl.results.access import open_store, resolve_run, run_pair, run_trials
+from labctl.results.metrics import DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric, resolve
 from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
 from labctl.signals import CancelScope
@@ -32,7 +33,8 @@ __all__ = [
     "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image",
     "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
     "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
-    "report_metrics", "check_budget", "ndr", "search_settings",
+    "report_metrics", "check_budget", "ndr", "search_settings", "default_metric", "DEFAULT_PRECISION",
+    "DEFAULT_THRESHOLD_PCT",
 ]
 
 DEFAULT_DB = Path("labctl.db")
@@ -150,6 +152,7 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
     configuration and repeat; its measurements are stored too)."""
     from labctl.measure.sweep import run_sweep
 
+    metric = measure_metric(metric)
     settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
         return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
@@ -157,6 +160,14 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
+
+
+def measure_metric(metric: str) -> str:
+    """What a sweep or tune measures, by its short name: ``ndr_mpps`` / ``pdr_mpps`` (the registry's names
+    of what ``ndr`` / ``pdr`` name) are taken as ``ndr`` / ``pdr``."""
+    from labctl.results.metrics import ALIASES
+
+    return {name: alias for alias, name in ALIASES.items()}.get(metric, metric)
 
 
 def _metric_search(loaded: LoadedProfile, metric: str):
@@ -192,6 +203,7 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
         # optimise a missing number. Refuse until the objective can be gbps/tps.
         raise UserError(f"workload.kind {loaded.profile.workload.kind}: tune searches forwarding rates only "
                         f"(allowed: forward; use sweep and advise for tcp_stream/tcp_rr)")
+    metric = measure_metric(metric)
     settings = _metric_search(loaded, metric)
     check_measurable(loaded.profile)
     space = space_from_profile(loaded.profile)
@@ -200,7 +212,7 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
                         budget, settings, metric, on_event, wait)
 
 
-def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrsearch", precision: float = 0.005,
+def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrsearch", precision: float = DEFAULT_PRECISION,
         final_trial_s: float | None = None, initial_trial_s: float = 1.0, duration_sum_s: float | None = None,
         on_event: OnEvent | None = None, scope: CancelScope | None = None, wait: bool = True):
     """NDR (no loss) and PDR (0.5% loss) of a profile's lab with MLRsearch (or ``search="binary"``), then
@@ -213,7 +225,7 @@ def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrse
         return run_ndr(loaded, settings, db, on_event, wait)
 
 
-def search_settings(loaded: LoadedProfile, search: str = "mlrsearch", precision: float = 0.005,
+def search_settings(loaded: LoadedProfile, search: str = "mlrsearch", precision: float = DEFAULT_PRECISION,
                     final_trial_s: float | None = None, initial_trial_s: float = 1.0,
                     duration_sum_s: float | None = None):
     """An NDR/PDR search's settings; the final trial lasts the profile's ``workload.duration_s`` unless given."""
@@ -263,19 +275,10 @@ def report_metrics() -> list[str]:
     return [k for k, f in Metrics.model_fields.items() if f.annotation in (float | None, int | None)]
 
 
-def _check_metric(metric: str) -> None:
-    allowed = report_metrics()
-    if metric not in allowed:
-        raise UserError(f"--metric {metric}: not a scalar metric (allowed: {', '.join(allowed)})")
-
-
-def default_metric(records: list[TrialRecord]) -> str:
-    """The metric a report of these trials summarizes when none is given: ``mpps`` for forwarding trials,
-    ``ndr_mpps`` for a run of NDR/PDR searches, ``bandwidth_gbps`` (tcp_stream), ``transactions_per_s``
-    (tcp_rr)."""
-    from labctl.analysis.pivot import default_metrics
-
-    return default_metrics(records)[0]
+def _check_metric(metric: str) -> str:
+    """The scalar metric ``metric`` names (an alias resolved: ``ndr`` -> ``ndr_mpps``); UserError naming
+    the allowed ones otherwise."""
+    return resolve(metric, report_metrics(), what="a scalar metric")
 
 
 def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str | None = None,
@@ -287,7 +290,7 @@ def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None =
     from labctl.analysis.report import build_report
 
     if metric is not None:
-        _check_metric(metric)
+        metric = _check_metric(metric)
     run_id, records, info = run_trials(db, run, host=host)
     metric = metric or default_metric(records)
     return build_report(records, by, run_id, metric, run_info=info)
@@ -300,8 +303,7 @@ def pivot(db: str | Path = DEFAULT_DB, run: int | None = None, rows: str = "", b
     :mod:`labctl.analysis.pivot`; default metrics: bandwidth or transactions and service demand)."""
     from labctl.analysis.pivot import build_pivot
 
-    for metric in metrics or []:
-        _check_metric(metric)
+    metrics = [_check_metric(metric) for metric in metrics or []] or None
     run_id, records = trials(db, run, host=host)
     return build_pivot(records, rows, by, metrics, run_id)
 
@@ -341,7 +343,7 @@ def plot(by: str | None, out: str | Path, db: str | Path = DEFAULT_DB, run: int 
         raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
     check_writable(out)
     if metric is not None:
-        _check_metric(metric)
+        metric = _check_metric(metric)
     if by is not None and by.strip().lower() in NO_GROUPING:
         by = None
     run_id, records = trials(db, run, host=host)
@@ -388,14 +390,15 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
     no ``max_loss``: no loss limit applies to TCP)."""
     from advisor.advice import DEFAULT_MAX_LOSS
     from advisor.recommend import TCP_METRICS, advise as make_advice, advised_metrics
+    from labctl.results.metrics import ALIASES
 
     run_id, records = trials(db, run, status=None, host=host)
     allowed = advised_metrics(records)
-    metric = metric or default_metric(records)
+    given, metric = metric, ALIASES.get(metric, metric) if metric else default_metric(records)
     if metric not in allowed:
         kind = "tcp" if allowed[0] in TCP_METRICS else "forwarding"
-        raise UserError(f"--metric {metric}: not a rate the advisor ranks for run {run_id}'s {kind} trials "
-                        f"(allowed: {', '.join(allowed)})")
+        raise UserError(f"--metric {given or metric}: not a rate the advisor ranks for run {run_id}'s {kind} "
+                        f"trials (allowed: {', '.join(allowed)})")
     if metric in TCP_METRICS and max_loss is not None:
         raise UserError(f"--max-loss {max_loss:g}: no loss limit applies to run {run_id}'s tcp trials (TCP "
                         "retransmits what is lost; allowed: --max-loss only for forwarding runs)")
@@ -462,14 +465,15 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     store, required when it is the same). Either run may be given by its id or its name
     (:func:`resolve_run`: the newest run of that name; in one store the baseline's name never resolves
     to the candidate itself). Run ids and ``threshold_pct`` may be given as text (a face's argument),
-    checked here. ``threshold_pct`` defaults to 5. ``metric``: a scalar metric, or ``ndr`` / ``pdr``
+    checked here. ``threshold_pct`` defaults to :data:`DEFAULT_THRESHOLD_PCT`. ``metric``: a scalar metric,
+    or ``ndr`` / ``pdr``
     (``ndr_mpps`` / ``pdr_mpps`` of NDR runs); by default the candidate's own rate (:func:`default_metric`).
     ``junit``: also write a JUnit XML report there. Every
     argument is checked before any work, and two runs none of whose configurations recur in the other
     (another profile, other axes) are refused: such a comparison has nothing to judge, and a CI job
     would pass on it without a verdict."""
     from labctl.analysis.compare import (
-        DEFAULT_THRESHOLD_PCT, check_measured, compare_runs, differing_knobs, parse_threshold,
+        check_measured, compare_runs, differing_knobs, parse_threshold,
     )
     from labctl.analysis.junit import write_junit
 
@@ -564,8 +568,8 @@ def knob_label(config: dict[str, Any] | Iterable[tuple[str, Any]], sep: str = ",
 
 def reports(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
             host: str | None = None) -> dict[str, Any]:
-    """One report (as :func:`report`) per scalar metric the run's successful trials carry, ``mpps``
-    first: a face shows every measured metric (rates, loss, NDR/PDR, latency, ...) per configuration.
+    """One report (as :func:`report`) per scalar metric the run's successful trials carry, the one the run
+    measured (:func:`default_metric`) first: a face shows every measured metric (rates, loss, NDR/PDR, latency, ...) per configuration.
     The trials are read once."""
     from labctl.analysis.report import build_reports
 
@@ -580,6 +584,6 @@ def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[
     (:func:`labctl.analysis.statistics.compare`; for loss, drops, latency and cycles lower is better)."""
     from labctl.analysis.compare import compare_selections
 
-    _check_metric(metric)
+    metric = _check_metric(metric)
     run_id, records = trials(db, run)
     return compare_selections(records, baseline, candidate, metric, run_id)

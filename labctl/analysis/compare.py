@@ -69,27 +69,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
+from labctl.analysis.environments import EnvChange, busy_note, busy_side_note, dimension_problem, env_changes
+from labctl.analysis.grouping import knob_value, sort_key, varying_knobs
+from labctl.analysis.statistics import (
+    CONFIDENCE, DEFAULT_RESAMPLES, HIGH_CV, MIN_TAIL_RESAMPLES, MIN_TRIALS, Delta, compare, summarize,
+)
 from labctl.errors import UserError
-from labctl.analysis.statistics import DEFAULT_RESAMPLES, HIGH_CV, MIN_TRIALS, Delta, compare, summarize
 from labctl.host.steadiness import unsteady_warning
 from labctl.profile.knobs import short_label
 from labctl.results.codecs import SCALAR_METRICS
-from labctl.results.record import SEARCH_ROLES, Environment, TrialRecord, judged_trials, lower_is_better
+from labctl.results.metrics import (
+    ALIASES as METRIC_ALIASES, DEFAULT_THRESHOLD_PCT, METRICS, lower_is_better, shown,
+)
+from labctl.results.record import SEARCH_ROLES, TrialRecord, judged_trials
 
 __all__ = [
     "DEFAULT_THRESHOLD_PCT", "CONFIDENCE", "VERDICTS", "CAUSES", "NOT_COMPARED", "EnvChange", "Side",
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
-    "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials",
+    "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials", "MIN_TAIL_RESAMPLES",
     "parse_threshold", "check_threshold", "compare_selections", "differing_knobs",
 ]
-
-#: A regression must be larger than this (in per cent of the baseline median), with its whole interval.
-DEFAULT_THRESHOLD_PCT = 5.0
-
-#: The confidence of a whole comparison (every configuration's interval together).
-CONFIDENCE = 0.95
 
 VERDICTS = ("regression", "progression", "no change", "cannot tell")
 
@@ -105,21 +105,13 @@ CAUSES = {
     "undecided": "the interval excludes 0 but reaches inside the threshold",
 }
 
-#: Scalar metrics that are settings, not outcomes: never compared.
-NOT_COMPARED = ("window_s",)
-
-#: Fewest bootstrap resamples in each tail of an interval (below it the interval is the extremes).
-MIN_TAIL_RESAMPLES = 5
-
-#: Short names ``--metric`` takes: an NDR/PDR search's record carries ``ndr_mpps`` and ``pdr_mpps``.
-METRIC_ALIASES = {"ndr": "ndr_mpps", "pdr": "pdr_mpps"}
-
-ENV_FIELDS: tuple[str, ...] = tuple(Environment.model_fields)
-_DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
+#: Scalar metrics that are settings, not outcomes (no better side in the registry): never compared.
+NOT_COMPARED: tuple[str, ...] = tuple(m for m in SCALAR_METRICS if not METRICS[m].compared)
 
 
 def metric_name(metric: str) -> str:
-    """The metric ``metric`` names: ``ndr`` -> ``ndr_mpps``, ``pdr`` -> ``pdr_mpps``, others as they are."""
+    """The metric ``metric`` names: ``ndr`` -> ``ndr_mpps``, ``pdr`` -> ``pdr_mpps`` (the registry's
+    aliases), others as they are."""
     return METRIC_ALIASES.get(metric, metric)
 
 
@@ -180,69 +172,12 @@ def check_measured(metric: str, groups: Sequence[Sequence[TrialRecord]], where: 
     :data:`METRIC_ALIASES` names); the allowed metrics are those measured in all of them, with their
     aliases. ``where`` names the groups (``runs 1 and 2``)."""
     allowed = [m for m in SCALAR_METRICS if all(m in measured_metrics(group) for group in groups)]
-    shown = ", ".join(allowed + [f"{alias} (= {name})" for alias, name in METRIC_ALIASES.items() if name in allowed])
+    listed = shown(allowed)
     name = metric_name(metric)
     if name not in SCALAR_METRICS or name in NOT_COMPARED:
-        raise UserError(f"--metric {metric}: not a metric of labctl's trials (allowed in {where}: {shown or 'none'})")
+        raise UserError(f"--metric {metric}: not a metric of labctl's trials (allowed in {where}: {listed})")
     if name not in allowed:
-        raise UserError(f"--metric {metric}: not measured in {where} (allowed: {shown or 'none'})")
-
-
-# --------------------------------------------------------------------------------------------------
-# environments
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}"
-    return str(value)
-
-
-def env_values(records: Iterable[TrialRecord], name: str) -> tuple[str, ...]:
-    """The values of one Environment field across ``records`` (sorted, as shown)."""
-    return tuple(sorted({_shown(getattr(r.env, name)) for r in records}))
-
-
-@dataclass(frozen=True)
-class EnvChange:
-    """One Environment field whose values differ between two sets of trials."""
-
-    field: str
-    before: tuple[str, ...]
-    after: tuple[str, ...]
-
-    def format(self) -> str:
-        return f"{self.field}: {', '.join(self.before)} -> {', '.join(self.after)}"
-
-    def __str__(self) -> str:
-        return self.format()
-
-
-def env_changes(before: Sequence[TrialRecord], after: Sequence[TrialRecord]) -> list[EnvChange]:
-    """Every Environment field (host, cpu_model, cores, kernel, qemu, libvirt, dpdk, accel, lab, pins,
-    shared_cores, hugepages) whose values in ``after`` differ from those in ``before``."""
-    changes = []
-    for name in ENV_FIELDS:
-        old, new = env_values(before, name), env_values(after, name)
-        if old != new:
-            changes.append(EnvChange(name, old, new))
-    return changes
-
-
-def _dimension_problem(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str | None:
-    """Why trials of one configuration cannot be compared across host, accelerator or lab, or None."""
-    problems = []
-    for name in ENV_DIMENSIONS:
-        word = _DIMENSION_WORDS[name]
-        old, new = env_values(baseline, name), env_values(candidate, name)
-        for side, values in (("baseline", old), ("candidate", new)):
-            if len(values) > 1:
-                problems.append(f"the {side} mixes {word}s {', '.join(values)}")
-        if len(old) == 1 == len(new) and old != new:
-            problems.append(f"different {word}: {old[0]} vs {new[0]}")
-    return "; ".join(problems) or None
+        raise UserError(f"--metric {metric}: not measured in {where} (allowed: {listed})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -445,11 +380,11 @@ def _precheck(item: ConfigVerdict, metric: str, b_values: list[float], base: Seq
     if any(r.env.shared_cores for r in records):
         item.notes.append("shared cores")
     for name, side_records in (("baseline", base), ("candidate", cand)):
-        busy = _busy_side_note(name, side_records)
+        busy = busy_side_note(name, side_records)
         if busy:
             item.notes.append(busy)
     missing = [name for side, name in ((item.baseline, "baseline"), (item.candidate, "candidate")) if side.n == 0]
-    problem = _dimension_problem(base, cand)
+    problem = dimension_problem(base, cand)
     if missing:
         item.reason = " and ".join(f"the {name} has no successful trial with {metric}" for name in missing)
         item.cause = "no-trials"
@@ -513,40 +448,6 @@ def _with_trial_host(run: dict[str, Any] | None, records: Sequence[TrialRecord])
     if run is None or len(hosts) != 1 or None in hosts:
         return run
     return {**run, "host": hosts.pop()}
-
-
-def _strangers(record: TrialRecord) -> list[str]:
-    """The busy strangers a trial named (:mod:`labctl.lab.busy`, ``details.busy_strangers``): ``name pid``."""
-    found = record.details.get("busy_strangers") or []
-    return list(dict.fromkeys(f"{s.get('name')} {s.get('pid')}" for s in found if isinstance(s, dict)))
-
-
-def _busy_trials(records: Sequence[TrialRecord]) -> tuple[list[TrialRecord], list[TrialRecord]]:
-    """(the successful trials, those of them that named busy strangers)."""
-    ok = [r for r in records if r.status == "ok"]
-    return ok, [r for r in ok if _strangers(r)]
-
-
-def _busy_side_note(name: str, records: Sequence[TrialRecord]) -> str | None:
-    ok, busy = _busy_trials(records)
-    return f"{name}: busy strangers in {len(busy)}/{len(ok)} trials" if busy else None
-
-
-def _busy_note(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str | None:
-    """A note when successful trials ran with other processes busy on their CPUs (their figures may be
-    theirs too), naming the side and the processes."""
-    parts, names = [], []
-    for side, records in (("baseline", baseline), ("candidate", candidate)):
-        ok, busy = _busy_trials(records)
-        if busy:
-            parts.append(f"{len(busy)} of the {side}'s {len(ok)}")
-            names += [n for r in busy for n in _strangers(r)]
-    if not parts:
-        return None
-    names = list(dict.fromkeys(names))
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return (f"{' and '.join(parts)} trials ran with processes that are not labctl's busy on their CPUs "
-            f"({shown}): a change may be theirs, not the software's")
 
 
 def _by_key(records: Iterable[TrialRecord]) -> dict[str, list[TrialRecord]]:
@@ -628,7 +529,7 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
     unsteady = sum(unsteady_warning(r.warnings) is not None for r in ok)
     if unsteady:
         notes.append(f"{unsteady} of {len(ok)} trials ran on a host measured unsteady before their sweep")
-    busy = _busy_note(baseline, candidate)
+    busy = busy_note(baseline, candidate)
     if busy:
         notes.append(busy)
     return Comparison(metric, threshold_pct, lower_is_better(metric), confidence, baseline_run or {"id": b_id},

@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from labctl.analysis.compare import ENV_FIELDS, Comparison
+from labctl.analysis.compare import Comparison
+from labctl.analysis.environments import ENV_FIELDS
 from labctl.analysis.renderers import aligned
 
 __all__ = ["render_comparison", "format_time"]

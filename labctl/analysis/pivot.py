@@ -18,37 +18,12 @@ from typing import Any
 from labctl.analysis.grouping import knob_value, group_by, sort_key, varying_knobs
 from labctl.analysis.statistics import compare, summarize
 from labctl.errors import UserError
-from labctl.results.record import TrialRecord, lower_is_better
+from labctl.results.codecs import SCALAR_METRICS
+from labctl.results.metrics import SHORT_NAMES, default_metrics, lookup, lower_is_better, resolve
+from labctl.results.record import TrialRecord
 
-#: Column names as the posts write them.
-SHORT_NAMES = {
-    "bandwidth_gbps": "Gbit/s", "transactions_per_s": "trans/s", "rr_latency_us": "latency us",
-    "service_demand_host_us_per_kb": "host SD us/KB", "service_demand_guest_us_per_kb": "guest SD us/KB",
-    "service_demand_host_us_per_tx": "host SD us/tx", "service_demand_guest_us_per_tx": "guest SD us/tx",
-    "host_cpu_cores": "host CPUs", "guest_cpu_cores": "guest CPUs", "retransmits": "retrans", "mpps": "Mpps",
-    "ndr_mpps": "NDR Mpps", "pdr_mpps": "PDR Mpps",
-}
-#: The kernel-stack (``workload.kind`` tcp_stream, tcp_rr) rates, higher is better, each with its service
-#: demands (netperf's: CPU per KB or per transaction, lower is better) on the host and in the guest.
-TCP_RATES = {
-    "bandwidth_gbps": ("service_demand_host_us_per_kb", "service_demand_guest_us_per_kb"),
-    "transactions_per_s": ("service_demand_host_us_per_tx", "service_demand_guest_us_per_tx"),
-}
-#: What a report shows when no --metric is given, by the kind of trials.
-DEFAULT_METRICS = (
-    *((rate, (rate, *demands)) for rate, demands in TCP_RATES.items()),
-    ("mpps", ("mpps",)),
-    ("ndr_mpps", ("ndr_mpps", "pdr_mpps")),  # a run of NDR/PDR searches
-)
-
-
-def default_metrics(records: list[TrialRecord]) -> list[str]:
-    """The metrics a report of these trials shows by default: streams' bandwidth and service demand,
-    RR's transactions and service demand, the forwarding rate, or NDR and PDR for a run of searches."""
-    for marker, metrics in DEFAULT_METRICS:
-        if any(getattr(r.metrics, marker) is not None for r in records if r.status == "ok"):
-            return list(metrics)
-    return ["mpps"]
+__all__ = ["build_pivot", "render_pivot", "default_metrics", "lower_is_better", "Pivot", "Section", "PivotRow",
+           "Cell", "Change", "headers", "table_rows"]
 
 
 @dataclass
@@ -108,7 +83,7 @@ def build_pivot(records: list[TrialRecord], rows: str, by: str, metrics: list[st
     sort order, is the baseline); per metric the median, its 95% CI and n, and the % change against the
     baseline with its interval."""
     ok = [r for r in records if r.status == "ok"]
-    metrics = list(metrics or default_metrics(ok))
+    metrics = [resolve(m, [n for n in SCALAR_METRICS if lookup(n).compared]) for m in metrics or default_metrics(ok)]
     ok = [r for r in ok if any(getattr(r.metrics, m, None) is not None for m in metrics)]
     if not ok:
         raise UserError(f"no successful trials{f' in run {run_id}' if run_id else ''} with {', '.join(metrics)}")

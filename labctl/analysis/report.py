@@ -10,8 +10,10 @@ from typing import Any
 
 from labctl.errors import UserError
 from labctl.analysis.grouping import group_by, sort_key, varying_knobs
-from labctl.analysis.statistics import compare, loss_summary, summarize
-from labctl.results.record import TrialRecord, lower_is_better
+from labctl.analysis.loss import loss_summary
+from labctl.analysis.statistics import compare, summarize
+from labctl.results.metrics import default_metric, lower_is_better
+from labctl.results.record import TrialRecord
 from labctl.host.steadiness import unsteady_warning
 
 
@@ -134,12 +136,14 @@ def build_report(records: list[TrialRecord], by: str | None = None, run_id: int 
 
 def build_reports(records: list[TrialRecord], by: str | None, run_id: int | None, metrics: list[str],
                   run_info: dict[str, Any] | None = None) -> dict[str, Report]:
-    """One report per metric of ``metrics`` that the trials carry, ``mpps`` first: what a face shows of a
-    run (rates, loss, NDR/PDR, latency, ...) per configuration."""
+    """One report per metric of ``metrics`` that the trials carry, the one the run measured first
+    (:func:`labctl.results.metrics.default_metric`: ``ndr_mpps`` for a run of NDR/PDR searches, a tcp run's
+    rate, else ``mpps``): what a face shows of a run (rates, loss, NDR/PDR, latency, ...) per configuration."""
     present = [m for m in metrics if any(getattr(r.metrics, m, None) is not None for r in records)]
-    if "mpps" in present:
-        present.remove("mpps")
-        present.insert(0, "mpps")
+    main = default_metric(records)
+    if main in present:
+        present.remove(main)
+        present.insert(0, main)
     if not present:
         raise UserError(f"no successful trials in run {run_id} to report")
     return {m: build_report(records, by, run_id, m, run_info=run_info) for m in present}

@@ -5,8 +5,9 @@ one configuration) returning a frozen dataclass. Nothing reads the clock, the st
 state: the only randomness is the bootstrap in :func:`compare`, driven by a seeded
 ``numpy.random.Generator`` (``seed=0`` by default), so the same inputs always give the same report.
 
-Why medians, order statistics and two-band detection: this host is itself a 2-vCPU guest and identical
-64-byte forwarding runs land in two bands (about 8-10 and 15-17 Mpps, see DESIGN.md "Noise"). Means and
+Why medians, order statistics and two-band detection: the host labctl was built on is itself a 2-vCPU
+guest, and identical 64-byte forwarding runs on it landed in two bands (about 8-10 and 15-17 Mpps), while
+repeats on a quiet host scatter by a cv of 3-5 %. Means and
 normal-theory intervals are pulled around by such runs; medians with distribution-free intervals are not,
 and a two-band sample is flagged rather than averaged into a number that no run ever produced.
 
@@ -16,7 +17,9 @@ Public API
 - :func:`summarize` -> :class:`Summary`    n, median, mean, stdev, cv, median CI, flags
 - :func:`two_band` -> :class:`TwoBand` | None   two-band (bimodal) detection
 - :func:`compare` -> :class:`Delta`        candidate vs baseline: % change, bootstrap CI, MWU p, verdict
-- :func:`loss_summary` -> :class:`LossSummary`   median loss ratio with an order-statistic interval
+
+Loss ratios are summarized by :func:`labctl.analysis.loss.loss_summary` (the same order-statistic
+interval); the constants every judgement shares (:data:`CONFIDENCE`, :data:`MIN_TAIL_RESAMPLES`) are here.
 
 Bad input (no values, NaN/inf, a confidence outside (0, 1), a non-positive baseline for a relative
 change) raises ``ValueError``: these are programming errors of the caller, not lab faults.
@@ -32,6 +35,8 @@ import numpy as np
 from scipy.stats import binom, mannwhitneyu
 
 __all__ = [
+    "CONFIDENCE",
+    "MIN_TAIL_RESAMPLES",
     "HIGH_CV",
     "MIN_BAND",
     "BAND_RATIO",
@@ -43,13 +48,20 @@ __all__ = [
     "Summary",
     "TwoBand",
     "Delta",
-    "LossSummary",
     "median_ci",
     "summarize",
     "two_band",
     "compare",
-    "loss_summary",
+    "as_values",
 ]
+
+#: The confidence of every interval labctl reports and judges by (a median's, a change's; comparisons and
+#: the advisor split it over the intervals they judge together, Bonferroni).
+CONFIDENCE = 0.95
+
+#: Fewest bootstrap resamples in each tail of an interval (below it the interval is the extremes):
+#: comparisons and the advisor resample at least ``MIN_TAIL_RESAMPLES / ((1 - confidence) / 2)`` times.
+MIN_TAIL_RESAMPLES = 5
 
 #: Coefficient of variation above which a sample is flagged ``high_variance``. Repeated runs of one
 #: configuration on a quiet host scatter by a few percent; above 10 % the scatter is as large as the
@@ -86,7 +98,7 @@ VERDICTS = ("better", "worse", "no difference", "inconclusive")
 # helpers
 
 
-def _as_array(values: Iterable[float], name: str = "values") -> np.ndarray:
+def as_values(values: Iterable[float], name: str = "values") -> np.ndarray:
     """A 1-D float array of finite values; ValueError on empty, non-numeric or non-finite input."""
     if not isinstance(values, np.ndarray):
         values = list(values)
@@ -143,7 +155,7 @@ class MedianCI:
     exact: bool
 
 
-def median_ci(values: Iterable[float], confidence: float = 0.95) -> MedianCI:
+def median_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> MedianCI:
     """Order-statistic (binomial) confidence interval for the population median.
 
     Method: with the sample sorted as x(1) <= ... <= x(n), the interval [x(k), x(n+1-k)] covers the
@@ -157,7 +169,7 @@ def median_ci(values: Iterable[float], confidence: float = 0.95) -> MedianCI:
     ``exact=False`` and its true coverage. For n < 2 the bounds are None.
     """
     confidence = _check_confidence(confidence)
-    x = np.sort(_as_array(values))
+    x = np.sort(as_values(values))
     n = x.size
     if n < 2:
         return MedianCI(None, None, confidence, None, False)
@@ -235,7 +247,7 @@ def two_band(
     The ratio rule needs positive measurements (throughput); if the low band's median is <= 0 the
     result is None. See the module constants for how the thresholds were chosen.
     """
-    x = np.sort(_as_array(values))
+    x = np.sort(as_values(values))
     n = x.size
     if min_band < 2:
         raise ValueError("min_band must be at least 2 (a band needs a spread)")
@@ -327,7 +339,7 @@ class Summary:
 
 def summarize(
     values: Iterable[float],
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     *,
     cv_threshold: float = HIGH_CV,
 ) -> Summary:
@@ -338,7 +350,7 @@ def summarize(
     n < 2). ``bimodal`` comes from :func:`two_band` with its default thresholds, ``high_variance``
     from cv > ``cv_threshold`` (default :data:`HIGH_CV` = 0.10).
     """
-    x = _as_array(values)
+    x = as_values(values)
     ci = median_ci(x, confidence)
     n = int(x.size)
     mean = float(np.mean(x))
@@ -432,7 +444,7 @@ def _bootstrap_medians(x: np.ndarray, n_resamples: int, rng: np.random.Generator
 def compare(
     baseline: Iterable[float],
     candidate: Iterable[float],
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     seed: int | np.random.Generator = 0,
     *,
     higher_is_better: bool = True,
@@ -473,8 +485,8 @@ def compare(
     zero-throughput trials before comparing). ValueError otherwise.
     """
     confidence = _check_confidence(confidence)
-    b = _as_array(baseline, "baseline")
-    c = _as_array(candidate, "candidate")
+    b = as_values(baseline, "baseline")
+    c = as_values(candidate, "candidate")
     if np.any(b <= 0):
         raise ValueError(
             "baseline: relative change needs positive values; drop failed (zero) trials first"
@@ -539,77 +551,4 @@ def compare(
         baseline_bands=bands_b,
         candidate_bands=bands_c,
         n_resamples=n_resamples,
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# loss ratios
-
-
-@dataclass(frozen=True)
-class LossSummary:
-    """Loss ratios (lost / offered packets) of repeated trials (see :func:`loss_summary`).
-
-    ``median`` with the order-statistic interval ``ci_low``/``ci_high`` (``ci_exact`` and
-    ``ci_coverage`` as in :class:`Summary`), the worst trial ``maximum`` and ``lossless``, the number
-    of trials that lost nothing.
-    """
-
-    n: int
-    median: float
-    ci_low: float | None
-    ci_high: float | None
-    confidence: float
-    ci_coverage: float | None
-    ci_exact: bool
-    maximum: float
-    lossless: int
-
-    @property
-    def lossless_fraction(self) -> float:
-        return self.lossless / self.n
-
-    def format(self) -> str:
-        """Percentages, e.g. ``0.02% [0.01%, 0.04%] (95% CI, n=7, 2/7 lossless, worst 0.04%)``."""
-
-        def pc(x: float) -> str:
-            return f"{100.0 * x:.2g}%"
-
-        ci = "[no CI]" if self.ci_low is None or self.ci_high is None else (
-            f"[{pc(self.ci_low)}, {pc(self.ci_high)}]"
-        )
-        level = f"{self.confidence:.0%} CI" if self.ci_exact else "CI"
-        return (
-            f"{pc(self.median)} {ci} ({level}, n={self.n}, {self.lossless}/{self.n} lossless, "
-            f"worst {pc(self.maximum)})"
-        )
-
-    def __str__(self) -> str:
-        return self.format()
-
-
-def loss_summary(ratios: Iterable[float], confidence: float = 0.95) -> LossSummary:
-    """Median loss ratio across trials with a distribution-free interval.
-
-    Method: the order-statistic interval of :func:`median_ci`, applied to the ratios as they are.
-    Order statistics need no transformation, cope with exact zeros (lossless trials) and with the
-    heavy right tail loss ratios have. Per-trial ratios are summarized, rather than pooling packet
-    counts into one binomial proportion, because loss varies far more from run to run (scheduling on
-    a 2-vCPU host) than binomial sampling of packets would allow: a pooled interval would be much too
-    narrow. Each ratio must lie in [0, 1] (ValueError otherwise).
-    """
-    r = _as_array(ratios, "ratios")
-    if np.any(r < 0) or np.any(r > 1):
-        raise ValueError("ratios: loss ratios must lie between 0 and 1")
-    ci = median_ci(r, confidence)
-    return LossSummary(
-        n=int(r.size),
-        median=float(np.median(r)),
-        ci_low=ci.low,
-        ci_high=ci.high,
-        confidence=ci.confidence,
-        ci_coverage=ci.coverage,
-        ci_exact=ci.exact,
-        maximum=float(np.max(r)),
-        lossless=int(np.count_nonzero(r == 0)),
     )

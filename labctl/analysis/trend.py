@@ -27,10 +27,10 @@ from labctl.analysis.compare import (
 )
 from labctl.analysis.comparison_text import format_time
 from labctl.analysis.grouping import ENV_DIMENSIONS, knob_value, sort_key, varying_knobs
-from labctl.analysis.pivot import TCP_RATES, default_metrics
 from labctl.analysis.renderers import aligned
 from labctl.errors import UserError
 from labctl.profile.knobs import short_label
+from labctl.results.metrics import default_metric
 from labctl.results.record import TrialRecord
 
 
@@ -87,16 +87,16 @@ def build_trend(records: Sequence[TrialRecord], profile: str, metric: str | None
                 threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> Trend:
     """The trend of ``metric`` over the runs of ``profile`` among ``records`` (every trial of a store, any
     status). ``selection``: knob -> value the configurations must have; ``run_times``: run id -> its
-    creation time, for runs whose trials have no start time. ``metric`` None: the profile's tcp rate
-    (``bandwidth_gbps`` or ``transactions_per_s``) for a tcp_stream/tcp_rr profile, else ``mpps``."""
+    creation time, for runs whose trials have no start time. ``metric`` None: what the profile's trials
+    measured (:func:`labctl.results.metrics.default_metric`: a tcp rate, ``mpps``, or ``ndr_mpps`` when
+    only NDR/PDR searches were run)."""
     selection = selection or {}
     profiles = sorted({str(r.config.get("name")) for r in records if r.config.get("name") is not None})
     mine = [r for r in records if r.config.get("name") == profile]
     if not mine:
         raise UserError(f"--trend {profile}: no trials of that profile (allowed: {', '.join(profiles) or 'none'})")
     if metric is None:
-        own = default_metrics(mine)[0]
-        metric = own if own in TCP_RATES else "mpps"
+        metric = default_metric(judged_trials(mine))
     check_measured(metric, [mine], f"the trials of {profile}")
     metric = metric_name(metric)  # ndr -> ndr_mpps
     mine = _select(judged_trials(mine), profile, selection)

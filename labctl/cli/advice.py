@@ -22,7 +22,7 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
                                                     help="acceptable median loss ratio (default 0.001)"),
            host: Optional[str] = typer.Option(None, "--host", help="only this host's trials"),
            metric: Optional[str] = typer.Option(None, "--metric",
-                                                help="mpps | ndr_mpps | pdr_mpps; bandwidth_gbps | "
+                                                help="mpps | ndr_mpps (ndr) | pdr_mpps (pdr); bandwidth_gbps | "
                                                      "transactions_per_s for tcp runs (default: what the run "
                                                      "measured)"),
            as_json: bool = typer.Option(False, "--json")) -> None:

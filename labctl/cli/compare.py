@@ -19,11 +19,12 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
             baseline_db: Optional[Path] = typer.Option(None, "--baseline-db",
                                                        help="store of the baseline run (default: --db)"),
             metric: Optional[str] = typer.Option(None, "--metric",
-                                                 help="metric to compare (mpps, ndr, pdr, gbps, loss_ratio, "
+                                                 help="metric to compare (mpps, ndr (= ndr_mpps), pdr, gbps, loss_ratio, "
                                                       "latency_p99_us, bandwidth_gbps, ...; default: the "
                                                       "candidate's own rate)"),
             threshold: Optional[str] = typer.Option(None, "--threshold", metavar="PCT",
-                                                      help="smallest change that counts, in per cent (default 5)"),
+                                                      help="smallest change that counts, in per cent "
+                                                           f"(default {api.DEFAULT_THRESHOLD_PCT:g})"),
             as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON"),
             junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE",
                                                  help="also write a JUnit XML report (one testcase per configuration)")

@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
 
 def ndr(file: Path, db: Path = DB, set_: Optional[List[str]] = SET,
         search: str = typer.Option("mlrsearch", "--search", help="mlrsearch | binary (RFC 2544, for comparison)"),
-        precision: float = typer.Option(0.005, "--precision", help="relative width at which a rate is found"),
+        precision: float = typer.Option(api.DEFAULT_PRECISION, "--precision", help="relative width at which a rate is found"),
         final_trial: Optional[float] = typer.Option(None, "--final-trial", metavar="SECONDS",
                                                     help="the longest trial (default: the profile's duration_s)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON document"),

@@ -9,6 +9,7 @@ import typer
 
 from labctl.events import Event
 from labctl.profile.knobs import short_label
+from labctl.results.record import SEARCH_ROLES
 
 
 def print_json(data: Any) -> None:
@@ -34,6 +35,13 @@ def notes_printer(event: Event) -> None:
         say(event.message)
 
 
+def plan_entry(record: Any) -> bool:
+    """Whether a stored trial stands for an entry of the run's plan: not one of an NDR/PDR search's single
+    measurements (:data:`~labctl.results.record.SEARCH_ROLES`), which a sweep by ``--metric ndr`` stores
+    by the hundred for each planned search."""
+    return record is None or (getattr(record, "details", None) or {}).get("role") not in SEARCH_ROLES
+
+
 def trial_rate(record: Any) -> str:
     if record is None or record.status != "ok":
         return getattr(record, "status", "failed")
@@ -54,7 +62,7 @@ class SweepProgress:
                                  TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"),
                                  console=Console(stderr=True), transient=False)
         self.task: Any = None
-
+        self.done = 0  # plan entries done (search measurements are not)
         self._shown = False
 
     def __enter__(self) -> "SweepProgress":
@@ -69,10 +77,12 @@ class SweepProgress:
             self.progress.__enter__()  # shown once there is something to show: errors before it stay one line
             self._shown = True
         if event.kind == "run":
-            self.task = self.progress.add_task(f"run {event.run_id}", total=event.total, completed=event.done or 0,
-                                               last="")
+            self.done = event.done or 0
+            self.task = self.progress.add_task(f"run {event.run_id}", total=event.total, completed=self.done, last="")
         elif event.kind == "trial" and self.task is not None:
             knobs = short_label((event.data or {}).get("config", {}).items(), " ")
-            self.progress.update(self.task, completed=event.done, last=f"last: {knobs} -> {trial_rate(event.record)}")
+            if plan_entry(event.record):  # a search's measurement is not one of the planned searches
+                self.done += 1
+            self.progress.update(self.task, completed=self.done, last=f"last: {knobs} -> {trial_rate(event.record)}")
         elif event.kind in ("note", "steadiness"):
             self.progress.console.print(event.message if event.kind == "note" else f"steadiness: {event.message}")

@@ -21,7 +21,8 @@ def report(db: Path = DB, run: Optional[int] = RUN,
            by: Optional[str] = typer.Option(None, "--by", help="knob whose values are compared"),
            fmt: str = typer.Option("table", "--format", help="table | md | csv | json"),
            metric: Optional[List[str]] = typer.Option(
-               None, "--metric", help="metric to summarize (default: the trials' rate, ndr_mpps for NDR runs); "
+               None, "--metric", help="metric to summarize (default: what the run measured: mpps, ndr_mpps for "
+                                      "NDR runs, a tcp run's rate; ndr and pdr name ndr_mpps and pdr_mpps); "
                                       "with --rows, repeatable"),
            rows: Optional[str] = typer.Option(
                None, "--rows", help="knob whose values are the rows; a column group per --by value, % change"),
@@ -66,7 +67,9 @@ def plot(by: Optional[str] = typer.Option(None, "--by",
                                                "configuration (a run with one varying knob plots against it)"),
          out: Path = typer.Option(..., "--out", help="PNG file to write"),
          db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
-         metric: Optional[str] = typer.Option(None, "--metric"), host: Optional[str] = HOST) -> None:
+         metric: Optional[str] = typer.Option(None, "--metric",
+                                              help="default: what the run measured (ndr, pdr: ndr_mpps, pdr_mpps)"),
+         host: Optional[str] = HOST) -> None:
     """Plot medians with 95% intervals against one knob, one series per combination of the others.
 
     Without --by (or with --by none), a point per configuration."""

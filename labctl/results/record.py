@@ -9,6 +9,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from labctl.results.metrics import lower_is_better  # noqa: F401  (the direction rule, read from the registry)
+
 Scalar = Union[bool, int, float, str, None]
 
 
@@ -115,21 +117,6 @@ class TrialRecord(_Model):
     @property
     def config_key(self) -> str:
         return config_key(self.config)
-
-
-#: Metric name parts where a smaller value is better: loss, latency (and any time in ``_us``/``_ns``/``_ms``),
-#: drops, lost, reordered and duplicate frames, retransmits, CPU spent (service demand, CPU cores, cycles
-#: per packet). Rates, bandwidth and
-#: transactions are better higher.
-LOWER_IS_BETTER_WORDS = ("loss", "lost", "reordered", "duplicate", "latency", "drop", "retransmit", "service_demand",
-                         "cpu_cores", "cycles_per_packet")
-
-
-def lower_is_better(metric: str) -> bool:
-    """True for a metric where higher is worse (:data:`LOWER_IS_BETTER_WORDS`); the one rule reports,
-    comparisons, trends and pivots judge a change by."""
-    name = metric.lower()
-    return any(word in name for word in LOWER_IS_BETTER_WORDS) or name.endswith(("_us", "_ns", "_ms"))
 
 
 def config_key(config: dict[str, Any]) -> str:

@@ -29,13 +29,17 @@ from labctl.errors import (LabError, NotAStoreError, ReadOnlyStoreError, RunBusy
                            UserError)
 from labctl.paths import can_create
 from labctl.results.codecs import dumps, env_fingerprint, status_filter
-from labctl.results.record import TrialRecord
+from labctl.results.record import SEARCH_ROLES, TrialRecord
 from labctl.results.schema import MIGRATIONS, SCHEMA_VERSION, insert_metrics
 
 DEFAULT_PATH = Path("labctl.db")
 
 RUN_STATUSES = ("running", "finished", "failed", "aborted", "imported")
 DONE_STATUSES = ("ok", "failed")  # a plan entry with a trial in one of these is not re-run by --resume
+#: SQL: the trial ``t`` stands for a plan entry (not one of an NDR/PDR search's single measurements);
+#: takes SEARCH_ROLES as parameters.
+_PLAN_ENTRY = ("COALESCE(json_extract(t.details_json, '$.role'), '') NOT IN ("
+               + ", ".join("?" * len(SEARCH_ROLES)) + ")")
 
 
 SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 8, 11, 13, 26  # primary result codes
@@ -306,13 +310,17 @@ class Store:
                          (status, finished_at, json.dumps(info), run_id))
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run, oldest first, with its trial counts per status and the planned count."""
+        """Every run, oldest first, with its trial counts per status and the planned count. Only trials that
+        stand for a plan entry are counted: the single measurements of an NDR/PDR search
+        (:data:`~labctl.results.record.SEARCH_ROLES`) are not (its record, role ``ndr``, is)."""
         with self._errors("list runs"):
             rows = self._conn.execute(
                 "SELECT r.id, r.profile_name, r.status, r.host, r.created_at, r.finished_at,"
                 " json_array_length(r.plan_json),"
-                " SUM(t.status = 'ok'), SUM(t.status = 'failed'), SUM(t.status = 'aborted')"
+                " SUM(t.status = 'ok' AND {plan}), SUM(t.status = 'failed' AND {plan}),"
+                " SUM(t.status = 'aborted' AND {plan})"
                 " FROM runs r LEFT JOIN trials t ON t.run_id = r.id GROUP BY r.id ORDER BY r.id"
+                .format(plan=_PLAN_ENTRY), SEARCH_ROLES * 3,
             ).fetchall()
         keys = ("id", "profile_name", "status", "host", "created_at", "finished_at", "planned",
                 "ok", "failed", "aborted")  # fmt: skip

@@ -77,9 +77,19 @@ def clock(seconds: float | None) -> str:
 
 
 def rate_text(record: Any) -> str:
-    if record is None or record.status != "ok" or record.metrics.mpps is None:
+    """A stored trial's rate: ``9.81 Mpps``, or an NDR/PDR search's ``NDR 2.000 / PDR 2.100 Mpps``."""
+    if record is None or record.status != "ok":
         return getattr(record, "status", "failed")
-    return f"{record.metrics.mpps:.2f} Mpps"
+    m = record.metrics
+    if m.mpps is None and m.ndr_mpps is not None:
+        return f"NDR {m.ndr_mpps:.3f} / PDR {m.pdr_mpps:.3f} Mpps" if m.pdr_mpps is not None else f"NDR {m.ndr_mpps:.3f}"
+    return f"{m.mpps:.2f} Mpps" if m.mpps is not None else "ok"
+
+
+def plan_entry(record: Any) -> bool:
+    """Whether a stored trial stands for an entry of the run's plan: not one of the single measurements an
+    NDR/PDR search stores by the hundred (:data:`labctl.api.SEARCH_ROLES`)."""
+    return record is None or (getattr(record, "details", None) or {}).get("role") not in api.SEARCH_ROLES
 
 
 @dataclass
@@ -100,18 +110,24 @@ class Progress:
     source: str = "here"
     last: str = ""
     messages: list[str] = field(default_factory=list)
+    measurements: int = 0  # NDR/PDR search measurements stored in this run so far (not counted in ``done``)
 
     def apply(self, event: Event) -> None:
         """Fold one event of the work in flight into the progress."""
         if event.kind == "run":
             self.run_id, self.total = event.run_id, event.total
             self.done = self.done_before = event.done or 0
+            self.measurements = 0
             self.profile = event.lab or self.profile
             self.state, self.elapsed_s = "running", None
         elif event.kind == "phase":
             self.phase = event.message
         elif event.kind == "trial":
-            self.done = event.done if event.done is not None else self.done + 1
+            # counted here, not taken from event.done: an NDR/PDR search's measurements are not planned trials
+            if plan_entry(event.record):
+                self.done += 1
+            else:
+                self.measurements += 1
             self.total = event.total or self.total
             self.elapsed_s = event.elapsed_s
             config = (event.data or {}).get("config", {})

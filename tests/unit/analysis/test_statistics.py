@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from labctl.analysis import statistics
+from labctl.analysis.loss import loss_summary
 from labctl.analysis.statistics import (
     Delta,
     compare,
-    loss_summary,
     median_ci,
     summarize,
     two_band,

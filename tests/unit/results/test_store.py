@@ -245,3 +245,19 @@ def test_foreign_or_broken_files_are_refused(tmp_path: Path) -> None:
         Store(tmp_path / "no" / "such" / "dir" / "x.db")
 
 
+
+
+def test_runs_count_only_the_trials_that_stand_for_plan_entries(store: Store) -> None:
+    """A sweep by --metric ndr stores each search's measurements (roles calibration, warmup, search,
+    latency) beside its record (role ndr): the listing counts the records against the planned searches,
+    never the measurements (it showed 258/6)."""
+    from labctl.results.record import SEARCH_ROLES
+
+    run = store.create_run("a", {}, plan(2))
+    for seq in range(2):
+        for i, role in enumerate([*SEARCH_ROLES, "search", "search"]):
+            store.add_trial(record(run, details={"role": role}), seq=None)
+        store.add_trial(record(run, mpps=None, details={"role": "ndr"}), seq=seq)
+    store.add_trial(record(run, status="failed", details={"role": "search"}))
+    (listed,) = store.runs()
+    assert (listed["planned"], listed["ok"], listed["failed"], listed["aborted"]) == (2, 2, 0, 0)

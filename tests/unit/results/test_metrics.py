@@ -1,0 +1,81 @@
+"""The metric registry: every metric a record can hold is declared once, with a direction."""
+
+from __future__ import annotations
+
+from typing import get_origin
+
+import pytest
+
+from labctl.errors import UserError
+from labctl.results import metrics as registry
+from labctl.results.codecs import metric_items
+from labctl.results.record import Metrics, TrialRecord, lower_is_better
+
+
+@pytest.mark.parametrize("name", list(Metrics.model_fields))
+def test_every_field_of_a_record_is_declared_with_a_direction(name):
+    """Like virtinst's test_checkprops: a Metrics field without a registry entry fails here."""
+    metric = registry.lookup(name)
+    assert metric is not None, f"Metrics.{name} has no entry in labctl.results.metrics"
+    assert metric.name == name and metric.unit and metric.label
+    assert metric.direction in ("higher", "lower", "none")
+    assert metric.family == (get_origin(Metrics.model_fields[name].annotation) is dict)
+    if metric.direction == "none":  # a setting or a distribution: never judged
+        assert name in ("window_s", "queue_shares")
+
+
+def test_every_registry_entry_is_a_field_of_a_record():
+    assert set(registry.METRICS) == set(Metrics.model_fields)
+
+
+def test_flattened_dict_metrics_are_found_by_their_family():
+    record = Metrics(drops={"ring_full": 3}, cpu={"vswitch_pmd": 99.0}, queue_shares={"guest.port0.rxq1": 0.5})
+    for name in metric_items(record):
+        assert registry.lookup(name) is not None, name
+    assert lower_is_better("drops.ring_full") and lower_is_better("cpu.vswitch_pmd")
+
+
+def test_a_field_added_without_an_entry_fails():
+    """The walk above fails for a new field: shown on a planted one."""
+    assert registry.lookup("goodput_mpps") is None
+    with pytest.raises(KeyError):
+        lower_is_better("goodput_mpps")
+
+
+def test_directions():
+    lower = {"loss_ratio", "lost", "reordered", "duplicate", "tx_dropped", "guest_tx_dropped", "retransmits",
+             "cycles_per_packet", "vswitch_cycles_per_packet", "host_cpu_cores", "guest_cpu_cores", "rr_latency_us",
+             *(f"latency_{p}_us" for p in ("min", "mean", "p50", "p90", "p99", "p999", "max")),
+             *(m for m in Metrics.model_fields if m.startswith("service_demand"))}
+    for name, metric in registry.METRICS.items():
+        assert metric.lower_is_better == (name in lower | {"drops", "cpu"}), name
+
+
+def test_aliases_resolve_and_unknown_names_list_the_allowed():
+    assert registry.resolve("ndr") == "ndr_mpps" and registry.resolve("pdr") == "pdr_mpps"
+    assert registry.resolve("mpps") == "mpps" and registry.lookup("ndr").name == "ndr_mpps"
+    with pytest.raises(UserError, match=r"^--metric nrd: not a metric here \(allowed: mpps, .*ndr \(= ndr_mpps\)"):
+        registry.resolve("nrd")
+    with pytest.raises(UserError, match=r"\(allowed: mpps, ndr_mpps, ndr \(= ndr_mpps\)\)$"):
+        registry.resolve("gbps", ["mpps", "ndr_mpps"])
+
+
+def test_the_default_metric_is_what_the_run_measured():
+    def rec(**metrics):
+        return TrialRecord(config={}, metrics=Metrics(**metrics))
+
+    assert registry.default_metric([rec(mpps=1.0, latency_p50_us=3.0)]) == "mpps"
+    assert registry.default_metric([rec(ndr_mpps=1.0, pdr_mpps=2.0, latency_p50_us=3.0)]) == "ndr_mpps"
+    assert registry.default_metric([rec(bandwidth_gbps=1.0, mpps=None)]) == "bandwidth_gbps"
+    assert registry.default_metrics([rec(transactions_per_s=9.0)]) == [
+        "transactions_per_s", "service_demand_host_us_per_tx", "service_demand_guest_us_per_tx"]
+    assert registry.default_metric([]) == "mpps"
+    assert registry.ranked_rates([rec(ndr_mpps=1.0)]) == ("mpps", "ndr_mpps", "pdr_mpps")
+    assert registry.ranked_rates([rec(bandwidth_gbps=1.0)]) == ("bandwidth_gbps",)
+
+
+def test_tcp_rates_carry_their_service_demands():
+    assert registry.TCP_RATES == {
+        "bandwidth_gbps": ("service_demand_host_us_per_kb", "service_demand_guest_us_per_kb"),
+        "transactions_per_s": ("service_demand_host_us_per_tx", "service_demand_guest_us_per_tx")}
+    assert all(registry.lookup(d).lower_is_better for ds in registry.TCP_RATES.values() for d in ds)
