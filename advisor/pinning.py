@@ -42,7 +42,7 @@ from labctl.profile.knobs import with_knobs
 from labctl.profile.schema import Profile
 from labctl.lab.plan import derive
 
-__all__ = ["Setting", "Plan", "pinning_plan", "apply_plan", "HUGEPAGE_2M_KIB"]
+__all__ = ["Setting", "PinningPlan", "pinning_plan", "apply_plan", "HUGEPAGE_2M_KIB"]
 
 HUGEPAGE_2M_KIB = 2048
 MAX_RING = max(platform.RING_SIZES)
@@ -62,7 +62,7 @@ class Setting:
 
 
 @dataclass
-class Plan:
+class PinningPlan:
     """A pinning plan on NUMA node ``node`` with the first settings to try."""
 
     node: int
@@ -159,7 +159,7 @@ def _pick_node(facts: HostFacts, need: int) -> int:
                                        0 not in nodes[n], n))
 
 
-def pinning_plan(facts: HostFacts, profile: Profile, *, pmd_cores: int | None = None) -> Plan:
+def pinning_plan(facts: HostFacts, profile: Profile, *, pmd_cores: int | None = None) -> PinningPlan:
     """Derive a pinning plan and first settings for ``profile`` on the host described by ``facts``.
 
     ``pmd_cores``: vswitch PMDs to place (default: the CPUs of ``guest.pinning.vhost``, else 1; 0 when
@@ -207,7 +207,7 @@ def _poller_order(cpus: list[int], isolated: set[int]) -> list[int]:
 
 
 def _allocate(level: int, cores: list[list[int]], node_cpus: list[int], isolated: set[int], pmds: int,
-              vcpus: int, userspace_backend: bool) -> Plan | None:
+              vcpus: int, userspace_backend: bool) -> PinningPlan | None:
     """One fallback step of the placement; None when it does not fit."""
     hk_core = next((c for c in cores if 0 in c), None) or \
         next((c for c in cores if any(x not in isolated for x in c)), cores[0])
@@ -238,7 +238,7 @@ def _allocate(level: int, cores: list[list[int]], node_cpus: list[int], isolated
         emulator = list(housekeeping)
         if userspace_backend and rest:
             emulator = [rest[0][0]]
-        return Plan(node=0, housekeeping=housekeeping, pmd=pmd, vcpus=vcpu, emulator=emulator,
+        return PinningPlan(node=0, housekeeping=housekeeping, pmd=pmd, vcpus=vcpu, emulator=emulator,
                     idle=sorted(idle), level=level)
     if level == 3:
         hk = next((x for x in hk_core if x not in isolated), hk_core[0])
@@ -249,15 +249,15 @@ def _allocate(level: int, cores: list[list[int]], node_cpus: list[int], isolated
         pmd, vcpu = others[:pmds], others[pmds:pmds + vcpus]
         spare = others[pmds + vcpus:]
         emulator = [spare[0]] if userspace_backend and spare else [hk]
-        return Plan(node=0, housekeeping=[hk], pmd=pmd, vcpus=vcpu, emulator=emulator, level=3)
+        return PinningPlan(node=0, housekeeping=[hk], pmd=pmd, vcpus=vcpu, emulator=emulator, level=3)
     ordered = sorted(node_cpus)
     pmd = ordered[:pmds]
     vcpu = ordered[pmds:pmds + vcpus]
     first = pmd[:1] or vcpu[:1]
-    return Plan(node=0, housekeeping=list(first), pmd=pmd, vcpus=vcpu, emulator=list(first), level=4)
+    return PinningPlan(node=0, housekeeping=list(first), pmd=pmd, vcpus=vcpu, emulator=list(first), level=4)
 
 
-def _explain(plan: Plan, facts: HostFacts, profile: Profile, node: int, isolated: set[int], smt: bool,
+def _explain(plan: PinningPlan, facts: HostFacts, profile: Profile, node: int, isolated: set[int], smt: bool,
              pmds: int, userspace_backend: bool) -> None:
     iso = lambda cpus: [c for c in cpus if c in isolated]  # noqa: E731
     plan.reasons["housekeeping"] = (
@@ -310,7 +310,7 @@ def _explain(plan: Plan, facts: HostFacts, profile: Profile, node: int, isolated
                              f"too (numactl --membind={node}, or hugepages reserved on node {node})")
 
 
-def _hugepage_advice(facts: HostFacts, profile: Profile, pmds: int, plan: Plan) -> str:
+def _hugepage_advice(facts: HostFacts, profile: Profile, pmds: int, plan: PinningPlan) -> str:
     lab = derive(profile)  # the memory the lab's processes will ask for
     vswitch_mb = lab.vswitch.memory_mb(False) if pmds else 0
     if profile.backend == "embedded":
@@ -335,7 +335,7 @@ def _hugepage_advice(facts: HostFacts, profile: Profile, pmds: int, plan: Plan) 
     return "; ".join(parts)
 
 
-def _settings(plan: Plan, profile: Profile, pmds: int, vcpus: int) -> list[Setting]:
+def _settings(plan: PinningPlan, profile: Profile, pmds: int, vcpus: int) -> list[Setting]:
     out: list[Setting] = []
     if plan.pmd:
         out.append(Setting("guest.pinning.vhost", format_cpuset(plan.pmd), plan.reasons["pmd"]))
@@ -374,7 +374,7 @@ def _first_sweep(profile: Profile, vcpus: int) -> dict[str, list[Any]]:
     return sweep
 
 
-def apply_plan(profile_data: dict[str, Any], plan: Plan) -> dict[str, Any]:
+def apply_plan(profile_data: dict[str, Any], plan: PinningPlan) -> dict[str, Any]:
     """``profile_data`` (a validated profile's ``model_dump()``) with the plan's settings applied."""
     full = Profile.model_validate(profile_data).model_dump()
     full["guest"]["pinning"]["vcpus"] = {}
