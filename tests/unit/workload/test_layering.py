@@ -15,7 +15,8 @@ ABOVE = ("labctl.lab", "labctl.measure", "labctl.cli", "labctl.tui", "labctl.fle
 
 
 def runtime_imports(path: Path) -> set[str]:
-    """Every module ``path`` imports outside ``if TYPE_CHECKING:`` blocks (function-level imports count)."""
+    """Every module ``path`` imports outside ``if TYPE_CHECKING:`` blocks (function-level imports count);
+    ``from labctl import api`` gives both ``labctl`` and ``labctl.api``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -24,6 +25,7 @@ def runtime_imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return found
@@ -42,4 +44,11 @@ def test_typing_only_imports_are_not_counted(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from labctl.lab.plan import LabPlan\n"
                       "def f():\n    from labctl.lab.kinds import stop_process\n")
-    assert runtime_imports(source) == {"typing", "labctl.lab.kinds"}
+    assert runtime_imports(source) == {"typing", "typing.TYPE_CHECKING", "labctl.lab.kinds",
+                                       "labctl.lab.kinds.stop_process"}
+
+
+def test_a_room_imported_by_name_is_counted(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("from labctl import lab, signals\n")
+    assert runtime_imports(source) == {"labctl", "labctl.lab", "labctl.signals"}
