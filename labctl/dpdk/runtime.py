@@ -1,9 +1,10 @@
 """A DPDK process started with its runtime recorded first, so a labctl killed at any point leaves nothing
 running that ``labctl down`` cannot find.
 
-DPDK names a process's runtime by its ``--file-prefix``: its runtime directory is
-``/var/run/dpdk/<prefix>`` (telemetry socket, config; DPDK Programmer's Guide, "Multi-process Support")
-and every process started with the prefix can be found by its command line. Recording the prefix and the
+DPDK names a process's runtime by its ``--file-prefix`` (DPDK "EAL parameters", Linux guide): its runtime
+directory is ``/var/run/dpdk/<prefix>`` when run as root (telemetry socket, config; DPDK
+``lib/eal/linux/eal.c`` ``eal_create_runtime_dir``), and every process started with the prefix can be
+found by its command line. Recording the prefix and the
 directory before the start, and the pid with its start time after it, is what lets the crash paths remove
 a process whose pid was never written down. The ledger is passed in (typed by :class:`Ledger`): its
 resource kinds ``dpdk``, ``dir`` and ``process`` are :mod:`labctl.lab.kinds`'.
