@@ -4,7 +4,7 @@ Usage: ``python benchmarks/search_efficiency.py [FILE.jsonl] [--seeds N] [--budg
 
 Input: a recorded sweep in the labctl JSONL export format (``labctl export --jsonl``), by default
 ``benchmarks/data/embedded-grid.jsonl`` when it exists; otherwise the planted synthetic grid of
-:func:`advisor.datasets.search_grid` (``"source": "synthetic"``).
+:func:`tests.datasets.search_grid` (``"source": "synthetic"``).
 
 For each seed the replay search (:func:`advisor.search.replay`) runs with a budget of 25 % of the grid's
 trials. Figures per seed: the share of the grid's trials used, and the gap between the grid's median of
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from advisor import datasets  # noqa: E402
+from tests import datasets  # noqa: E402
 from advisor.search import ReplayEvaluator, replay  # noqa: E402
 
 DEFAULT_DATA = ROOT / "benchmarks" / "data" / "embedded-grid.jsonl"
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         source = {"source": "recorded", "path": str(path)}
     else:
         records = datasets.search_grid(seed=0)
-        source = {"source": "synthetic", "dataset": "advisor.datasets.search_grid(seed=0)"}
+        source = {"source": "synthetic", "dataset": "tests.datasets.search_grid(seed=0)"}
 
     grid = ReplayEvaluator(records, 0)
     best_config, best_median = grid.best()

@@ -59,12 +59,13 @@ from typing import TYPE_CHECKING, Any
 from labctl import signals
 from labctl.dpdk.telemetry import Telemetry, socket_path
 from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument, mbuf_budget
+from labctl.dpdk.runtime import Ledger, start_recorded
 from labctl.errors import WorkloadError
+from labctl.host.sockets import unix_listening
 from labctl.safefs import make_dir, open_new
 
 if TYPE_CHECKING:
     from labctl.dpdk.testpmd import Testpmd
-    from labctl.lab.ledger import LabState
 
 #: Overrides where the labgen binary is (its directory also holds ``labgen-selftest``).
 BINARY_ENV = "LABCTL_LABGEN"
@@ -370,14 +371,12 @@ class Labgen:
                                          start_new_session=True)
         return self.proc.pid
 
-    start_daemon = start  # labctl.lab.embedded.vswitch.start_recorded may ask for either
+    start_daemon = start  # labctl.dpdk.runtime.start_recorded may ask for either
 
-    def start_recorded(self, state: "LabState") -> int:
-        """Record the DPDK runtime directory in ``state``, start, record the pid with its start time
-        (labctl.lab.embedded.vswitch.start_recorded: what the crash paths and ``labctl down`` remove)."""
-        from labctl.lab.embedded.vswitch import start_recorded
-
-        return start_recorded(state, self)  # type: ignore[arg-type]  # duck-typed: eal, role, start()
+    def start_recorded(self, ledger: Ledger) -> int:
+        """Record the DPDK runtime in ``ledger``, start, record the pid with its start time
+        (:func:`labctl.dpdk.runtime.start_recorded`: what the crash paths and ``labctl down`` remove)."""
+        return start_recorded(ledger, self)
 
     def _tail(self) -> str:
         try:
@@ -526,8 +525,6 @@ class Labgen:
 def connect_ports(gen: Labgen, listener: "Testpmd", sockets: list[Path], timeout_s: float = 60.0) -> None:
     """Start port N of a --wait-ports labgen as soon as the listener listens on socket N (the embedded
     guest creates socket N+1 only after socket N was connected)."""
-    from labctl.host.sockets import unix_listening
-
     for index, sock in enumerate(sockets):
         listener.wait_paths([sock], timeout_s, ready=unix_listening)
         gen.port_start(index)

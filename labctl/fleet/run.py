@@ -50,8 +50,6 @@ from labctl.fleet.merge import Merged, merge
 
 DATA_DIR = Path("out/fleet")
 COMMANDS = ("sweep", "ndr", "tune")
-# a profile's CPU pins name the lab host's CPUs, which labctl checks on each host; here every CPU passes
-ANY_CPU = frozenset(range(8192))
 
 
 def playbooks_dir() -> Path:
@@ -422,7 +420,7 @@ def sweep(profile: str | Path, inventory: str | Path, db: str | Path | None, *, 
     (``playbooks/sweep.yml``), fetch each host's trials and, when ``db`` is given, merge the good hosts'
     trials into it (:func:`labctl.fleet.merge.merge`; ``FleetRun.merged``). A failed or unreachable host
     is reported in its result and does not stop the others."""
-    from labctl.profile.load import load_profile
+    from labctl.profile.load import ANY_CPU, load_profile
 
     if command not in COMMANDS:
         raise UserError(f"--command {command}: not a fleet command (allowed: {', '.join(COMMANDS)})")

@@ -104,9 +104,15 @@ def validate_data(data: Any, source: str, lines: dict[str, int] | None = None,
     return LoadedProfile(profile, source, [p for p in problems if p.severity == "warning"], data)
 
 
+#: The CPUs a profile that runs on other hosts (a fleet's) has its pins checked against: every CPU number
+#: Linux allows (CONFIG_NR_CPUS at most 8192), since each host checks the pins against its own CPUs.
+ANY_CPU = frozenset(range(8192))
+
+
 def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
                  cpus: frozenset[int] | None = None) -> LoadedProfile:
-    """Read, parse and validate one profile; ``overrides`` are knob=value settings applied first."""
+    """Read, parse and validate one profile; ``overrides`` are knob=value settings applied first;
+    ``cpus``: the CPUs its pins may name (None: this host's online CPUs; :data:`ANY_CPU`: any)."""
     source = str(path)
     try:
         raw = Path(path).read_bytes()

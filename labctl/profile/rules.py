@@ -53,8 +53,11 @@ def _range(path: str, value: int | float, low: int | float, high: int | float, u
         yield _err(path, f"{value}{unit} is out of range (allowed: {low}..{high}{unit})")
 
 
-@rule("name", "The name becomes a libvirt domain name, file names under /run/labctl and XML text: "
-      "lowercase letters, digits and '-' cannot break any of them.", "DESIGN.md conventions")
+@rule("name", "The name becomes a libvirt domain name, the DPDK file prefix labctl-<name> (the runtime "
+      "directory /var/run/dpdk/labctl-<name>), file names under /run/labctl and XML text: lowercase letters, "
+      "digits and '-' cannot break any of them.",
+      "libvirt domain XML <name>, alphanumeric (https://libvirt.org/formatdomain.html#general-metadata); "
+      "DPDK EAL --file-prefix (https://doc.dpdk.org/guides/linux_gsg/linux_eal_parameters.html)")
 def _name(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     if not NAME_PATTERN.match(p.name):
         shown = p.name if len(p.name) <= 40 else p.name[:37] + "..."

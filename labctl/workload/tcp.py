@@ -37,16 +37,19 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labctl import platform, signals
 from labctl.errors import WorkloadError
 from labctl.host.monitor import measured_window
-from labctl.owner import process_started
+from labctl.host.processes import TAG_VARIABLE, stop_process
 from labctl.host.threads import qemu_thread_kind
-from labctl.lab.kinds import TAG_VARIABLE, stop_process
-from labctl.lab.plan import LabPlan, TcpPlan
+from labctl.owner import process_started
 from labctl.results.record import Metrics
+
+if TYPE_CHECKING:  # typing only: workload/ sits below lab/ and imports nothing of it at run time
+    from labctl.lab.interface import KernelLab
+    from labctl.lab.plan import LabPlan, TcpPlan
 
 TOOLS = (platform.IPERF3, platform.SOCKPERF)
 #: Seconds the clients run past the end of the window, so the second counters fall inside the traffic.
@@ -310,7 +313,7 @@ def thread_cpu(threads: list[Any]) -> dict[str, float]:
     return {k: round(v, 1) for k, v in sorted(out.items())}
 
 
-def compute_metrics(kind: str, direction: str, results: list[SessionResult], a: Counters, b: Counters,
+def tcp_metrics(kind: str, direction: str, results: list[SessionResult], a: Counters, b: Counters,
                     cpu: dict[str, float], queues_enabled: int | None) -> tuple[Metrics, dict[str, Any]]:
     """The trial's metrics from the sessions' results and the counters at both ends of the window.
     Queue shares count the guest's receive queues, or its transmit queues when it sends a stream."""
@@ -412,7 +415,7 @@ def _stop(proc: subprocess.Popen) -> None:
 # --- one trial ---------------------------------------------------------------------------------------
 
 
-def run_sessions(lab: Any, tcp: TcpPlan, warmup_s: int, seconds: int, host_addr: str, guest_addr: str) -> None:
+def run_sessions(lab: KernelLab, tcp: TcpPlan, warmup_s: int, seconds: int, host_addr: str, guest_addr: str) -> None:
     """Servers on the receiving side, then one client per session on the sending side."""
     server_side, client_side = ("host", "guest") if tcp.clients_in_guest else ("guest", "host")
     server_addr = host_addr if server_side == "host" else guest_addr
@@ -422,8 +425,9 @@ def run_sessions(lab: Any, tcp: TcpPlan, warmup_s: int, seconds: int, host_addr:
     lab.start_clients(client_side, list(tcp.ports), clients)
 
 
-def measure(lab: Any, record: Any, phase: Callable[[str], None]) -> None:
-    """One tcp trial on a kernel guest lab (:class:`labctl.lab.libvirt.kernel.KernelGuestLab`)."""
+def measure(lab: KernelLab, record: Any, phase: Callable[[str], None]) -> None:
+    """One tcp trial on a kernel-stack lab (:class:`labctl.lab.interface.KernelLab`: today
+    :class:`labctl.lab.libvirt.kernel.KernelGuestLab`)."""
     plan: LabPlan = lab.plan
     tcp = plan.tcp
     assert tcp is not None
@@ -436,7 +440,7 @@ def measure(lab: Any, record: Any, phase: Callable[[str], None]) -> None:
     outputs = lab.client_outputs(seconds + RESULT_GRACE_S)
     lab.stop_sessions()
     results = [parse_result(tcp.kind, text, port) for port, text in sorted(outputs.items())]
-    metrics, details = compute_metrics(tcp.kind, tcp.direction, results, before, after, thread_cpu(report.threads),
+    metrics, details = tcp_metrics(tcp.kind, tcp.direction, results, before, after, thread_cpu(report.threads),
                                        lab.queues_enabled)
     record.metrics = metrics
     record.details.update(details)

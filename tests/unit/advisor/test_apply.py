@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from advisor import datasets
+from tests import datasets
 from advisor.apply import apply_advice, write_tuned
 from advisor.recommend import advise
 from labctl.profile.load import load_profile

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor import datasets
+from tests import datasets
 from advisor.knobs import knob_groups, knob_space
 
 RX = "guest.nics.*.rx_queue_size"

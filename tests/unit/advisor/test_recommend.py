@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from advisor import datasets
+from tests import datasets
 from advisor.advice import DEFAULT_MAX_LOSS, Advice
 from advisor.apply import apply_advice
 from advisor.facts import tx_ring_violation

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor import datasets
+from tests import datasets
 from advisor.search import ReplayEvaluator, replay, space_from_profile, tune
 from labctl.errors import UserError
 from labctl.profile.load import load_profile

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from advisor import datasets
+from tests import datasets
 from advisor.recommend import advise
 from labctl import api
 from labctl.errors import UserError

@@ -65,7 +65,7 @@ def test_doctor_json(cli):
 def test_advise_plan_and_replay_cli(cli, tmp_path):
     import json as _json
 
-    from advisor.datasets import search_grid
+    from tests.datasets import search_grid
     from labctl.results.interchange import record_to_line
 
     code, out, _ = cli("advise", "--plan", str(DOMAINS / "quick.yaml"), "--json")

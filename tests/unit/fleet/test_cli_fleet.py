@@ -107,3 +107,17 @@ def test_sweep_checks_its_input_before_any_host(tmp_path, write_profile):
     with pytest.raises(UserError, match="cannot write there"):
         fleet.sweep(DOMAINS / "quick.yaml", inventory, tmp_path / "no" / "such" / "dir.db")
     assert not list(tmp_path.glob("out"))
+
+
+def test_sweep_leaves_a_profiles_pins_to_its_hosts(tmp_path):
+    """The pins name the lab hosts' CPUs: CPUs this controller lacks are no error here (each host checks)."""
+    far = tmp_path / "far.yaml"
+    far.write_text((DOMAINS / "quick.yaml").read_text().replace('vcpus: {0: "1"}', 'vcpus: {0: "100"}')
+                   .replace('vhost: "0"', 'vhost: "101"'))
+    with pytest.raises(ProfileError, match="host CPU 100 is not online"):
+        from labctl.api import load
+
+        load(far)  # a local command checks them against this host
+    with pytest.raises(UserError, match="no such file") as caught:
+        fleet.sweep(far, tmp_path / "hosts.yml", None)  # the profile passed; the inventory is next
+    assert not isinstance(caught.value, ProfileError)

@@ -31,6 +31,18 @@ def test_every_rule_has_reason_and_source():
         assert len(item.reason) > 30 and item.source, item.id
 
 
+def test_rule_sources_cite_no_document_the_project_lacks():
+    """A rule's source is shown to users: it names a public source or a file of this checkout."""
+    import re
+
+    from tests.conftest import ROOT
+
+    for item in RULES:
+        for doc in re.findall(r"[\w./-]+\.md\b", item.source):
+            assert (ROOT / doc).is_file(), f"{item.id}: {doc}"
+        assert "DESIGN" not in item.source, item.id
+
+
 def test_default_profile_is_clean():
     assert problems({}) == [] and problems({}, "warning") == []
 

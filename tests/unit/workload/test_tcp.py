@@ -8,8 +8,9 @@ import types
 
 import pytest
 
+from labctl.host.processes import TAG_VARIABLE, tagged_processes
 from labctl.host.threads import qemu_thread_kind
-from labctl.lab.kinds import TAG_VARIABLE, TaggedKind, tagged_processes
+from labctl.lab.kinds import TaggedKind
 from labctl.lab.ledger import Resource
 from labctl.workload import tcp
 from tests.conftest import ROOT
@@ -177,7 +178,7 @@ def test_stream_metrics_from_recorded_counters():
                types.SimpleNamespace(role="qemu", name="qemu-system-x86", tid=1, pid=1, cpu_pct=20.0),
                types.SimpleNamespace(role="host-server.20000", name="iperf3", tid=9, pid=9, cpu_pct=3.0),
                types.SimpleNamespace(role="host-server.20001", name="iperf3", tid=8, pid=8, cpu_pct=4.0)]
-    m, details = tcp.compute_metrics("tcp_stream", "guest_to_host", results, a, b, tcp.thread_cpu(threads), 2)
+    m, details = tcp.tcp_metrics("tcp_stream", "guest_to_host", results, a, b, tcp.thread_cpu(threads), 2)
     assert m.bandwidth_gbps == pytest.approx(1.5) and m.retransmits == 3 and m.sessions_ok == 2
     assert m.host_cpu_cores == pytest.approx(600 / 1000 * 2)
     guest = tcp.busy_cores(a.guest.cpu, b.guest.cpu)
@@ -198,7 +199,7 @@ def test_rr_metrics():
     b = _counters(2.0, "cpu  100 0 100 1800 0 0 0 0 0 0\ncpu0\n", "guest-stat-b.json")
     results = [tcp.SessionResult(1, True, transactions_per_s=1000.0, latency_us=400.0),
                tcp.SessionResult(2, True, transactions_per_s=1500.0, latency_us=300.0)]
-    m, _ = tcp.compute_metrics("tcp_rr", "host_to_guest", results, a, b, {}, 1)
+    m, _ = tcp.tcp_metrics("tcp_rr", "host_to_guest", results, a, b, {}, 1)
     assert m.transactions_per_s == 2500.0 and m.rr_latency_us == 350.0
     assert m.service_demand_host_us_per_tx == pytest.approx(0.2 * 1e6 / 2500)
     assert m.bandwidth_gbps is None and m.service_demand_host_us_per_kb is None

@@ -1,4 +1,4 @@
-"""Tests of the pinning plan (advisor.plan) on hand-made host topologies."""
+"""Tests of the pinning plan (advisor.pinning) on hand-made host topologies."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from advisor.plan import apply_plan, pinning_plan
+from advisor.pinning import apply_plan, pinning_plan
 from labctl.errors import PlanError
 from labctl.host.cpuset import parse_cpuset
 from labctl.host.facts import HostFacts, HugepagePool, KvmStatus
