@@ -6,32 +6,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 import psutil
 
 from labctl.lab.ledger import Resource, ResourceKind, resource_kind
+from labctl.host.processes import TAG_VARIABLE, stop_process, tagged_processes
 from labctl.owner import process_alive, process_started
 
 __all__ = ["process_alive", "stop_process", "dpdk_processes"]
-
-
-def stop_process(pid: int, started: float | None, timeout_s: float = 10.0) -> None:
-    if not process_alive(pid, started):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    try:
-        psutil.Process(pid).wait(timeout_s)
-    except psutil.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(psutil.Error):
-            psutil.Process(pid).wait(5)
-    except psutil.Error:
-        pass
 
 
 def dpdk_processes(prefix: str) -> list[psutil.Process]:
@@ -71,24 +55,6 @@ class DpdkKind(ResourceKind):
 
     def verify(self, resource: Resource) -> bool:
         return bool(dpdk_processes(resource.ident))
-
-
-#: The environment variable that marks a process as one of a lab's (the ``tagged`` kind).
-TAG_VARIABLE = "LABCTL_TAG"
-
-
-def tagged_processes(tag: str, names: list[str] | tuple[str, ...] = ()) -> list[psutil.Process]:
-    """Every process (named one of ``names``, when given) whose environment has ``LABCTL_TAG=tag``."""
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        if names and proc.info.get("name") not in names:
-            continue
-        try:
-            if proc.environ().get(TAG_VARIABLE) == tag:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 @resource_kind

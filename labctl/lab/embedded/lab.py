@@ -23,7 +23,8 @@ from labctl.errors import WorkloadError
 from labctl.host.fingerprint import fingerprint
 from labctl.host.threads import dpdk_worker_pins
 from labctl.lab.embedded.forwarder import guest_forwarder
-from labctl.lab.embedded.vswitch import connect_ports, start_recorded, vswitch_testpmd
+from labctl.dpdk.runtime import start_recorded
+from labctl.lab.embedded.vswitch import connect_ports, vswitch_testpmd
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.plan import LabPlan

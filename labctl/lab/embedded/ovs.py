@@ -24,7 +24,7 @@ from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.embedded.lab import EmbeddedLab
-from labctl.lab.embedded.vswitch import start_recorded
+from labctl.dpdk.runtime import start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ovs.switch import OvsPvpHostSide
 

@@ -26,7 +26,7 @@ from labctl.host.sockets import unix_listening
 from labctl.host.threads import dpdk_worker_pins
 from labctl.safefs import remove_stale
 from labctl.lab.embedded.lab import FORWARDING_THREADS
-from labctl.lab.embedded.vswitch import start_recorded
+from labctl.dpdk.runtime import start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.plan import LabPlan, NicPlan

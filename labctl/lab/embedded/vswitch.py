@@ -27,9 +27,6 @@ from labctl.lab.plan import LabPlan, NicPlan
 #: A network device name as the kernel allows it (IFNAMSIZ 16: up to 15 characters, no '/' or spaces).
 TAP_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
-if TYPE_CHECKING:
-    from labctl.lab.ledger import LabState
-
 
 def host_ports(plan: LabPlan, client: bool = False, ifaces: dict[int, str] | None = None,
                nics: list[NicPlan] | None = None) -> list[str]:
@@ -80,15 +77,3 @@ def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], time
         if re.search(r"(?i)fail|error", out):
             raise WorkloadError(f"vswitch port {index} did not start: {out.strip().splitlines()[-1]} "
                                 f"(log {vswitch.log_path})")
-
-
-def start_recorded(state: "LabState", proc: Testpmd, daemon: bool = False) -> int:
-    """Record the DPDK runtime dir, start the process, record its pid with its start time."""
-    from labctl.owner import process_started
-    from labctl.dpdk.telemetry import RUNTIME_ROOT
-
-    state.record("dpdk", proc.eal.file_prefix)
-    state.record("dir", str(RUNTIME_ROOT / proc.eal.file_prefix))
-    pid = proc.start_daemon() if daemon else proc.start()
-    state.record("process", str(pid), role=proc.role, started=process_started(pid))
-    return pid

@@ -22,7 +22,8 @@ from labctl.lab.pins import pin_mismatches
 from labctl.profile.load import LoadedProfile
 from labctl.profile.schema import Profile
 from labctl.lab.ledger import LabState, all_states, locked, teardown
-from labctl.lab.embedded.vswitch import start_recorded, vswitch_testpmd
+from labctl.dpdk.runtime import start_recorded
+from labctl.lab.embedded.vswitch import vswitch_testpmd
 from labctl.safefs import remove_stale
 
 

@@ -30,7 +30,8 @@ from labctl.host.fingerprint import fingerprint
 from labctl.host.threads import dpdk_worker_pins
 from labctl.lab.embedded.lab import wait_links
 from labctl.lab.embedded.vm2vm import vm2vm_metrics
-from labctl.lab.embedded.vswitch import host_ports, start_recorded, vswitch_testpmd
+from labctl.dpdk.runtime import start_recorded
+from labctl.lab.embedded.vswitch import host_ports, vswitch_testpmd
 from labctl.lab.ledger import LabState
 from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, check_measurable, give_to_qemu,
                                        guest_stats, wait_for_paths)
