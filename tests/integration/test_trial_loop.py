@@ -57,3 +57,32 @@ def test_fault_matrix_sigint_mid_search_as_mid_trial(tmp_path):
     for outcome in outcomes:
         assert outcome.injected and outcome.survived, outcome.detail
         assert outcome.leaks == [] and outcome.lost == 0
+
+
+def test_an_ndr_sweep_calibrates_once_and_counts_its_searches(no_leftovers, tmp_path):
+    """Two configurations that differ in the guest only (its rx ring): one host side, so the second search
+    reuses the first's calibrated maximum (unless the first found its bound at that maximum); progress
+    counts the two searches, never their measurements."""
+    from labctl.measure.ndr import SearchSettings
+    from labctl.measure.sweep import run_sweep
+    from labctl.profile.load import load_profile
+    from labctl.results.store import Store
+
+    text = (DOMAINS / "quick.yaml").read_text().replace("name: quick", "name: it-loop")
+    text = text.split("sweep:")[0] + "sweep:\n  guest.nics.*.rx_queue_size: [256, 1024]\nrepeat: 1\n"
+    profile = tmp_path / "loop.yaml"
+    profile.write_text(text)
+    loaded = load_profile(profile, {"workload.duration_s": 1, "workload.warmup_s": 0.5}, cpus=None)
+    events = []
+    db = tmp_path / "sweep.db"
+    result = run_sweep(loaded, db, search=SearchSettings(precision=0.2, final_trial_s=1.0), on_event=events.append)
+    assert (result.ok, result.failed) == (2, 0)
+    trials = [e for e in events if e.kind == "trial"]
+    assert len(trials) > 2 and all(e.total == 2 and e.done <= 2 for e in trials) and trials[-1].done == 2
+    with Store(db) as store:
+        records = store.trials(result.run_id, status=None)
+    searches = [r for r in records if r.details.get("role") == "ndr"]
+    assert len(searches) == 2 and searches[0].details["calibration_trials"] >= 1
+    first_capped = any("at the search's maximum load" in w for w in searches[0].warnings)
+    assert searches[1].details["calibration_trials"] == 0 or first_capped
+    assert all({"teardown_s", "trial_s"} <= set(r.details["timings"]) for r in searches)
