@@ -7,7 +7,9 @@ knob changes the guest is powered off and the new one booted; the session counts
 The lab's ledger lock is held from the first trial to the last, so no other labctl touches the lab in
 between; what a killed labctl left is removed when the session starts. The host's CPUs the lab runs on
 (:mod:`labctl.lab.hostlock`) are held from a trial's set-up until nothing of the lab is up any more (the
-end of an embedded trial; a guest's power-off), so no other trial measures on them meanwhile.
+end of an embedded trial; a guest's power-off), so no other trial measures on them meanwhile. The
+session also keeps the maximum load labgen was calibrated to pace per host side
+(:mod:`labctl.measure.calibration`): a sweep's NDR/PDR searches calibrate once, not once each.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labctl import paths
 from labctl.errors import StateError, UserError
@@ -27,11 +29,15 @@ from labctl.owner import alive as owner_alive, describe
 from labctl.lab.plan import LabPlan, derive
 from labctl.profile.schema import Profile
 
+if TYPE_CHECKING:
+    from labctl.lab.interface import MeasuredLab
+    from labctl.measure.calibration import Calibrations
+
 
 LAB_LOCK_WAIT_S = 30.0  # another labctl holding this lab's name (its run, or `labctl down`)
 
 
-def embedded_lab(plan: LabPlan, state: LabState, warnings: list[str]) -> Any:
+def embedded_lab(plan: LabPlan, state: LabState, warnings: list[str]) -> MeasuredLab:
     """The embedded lab a plan describes: pvp or vm2vm, through a testpmd vswitch or OVS-DPDK."""
     if plan.topology == "vm2vm":
         from labctl.lab.embedded.vm2vm import Vm2vmLab
@@ -92,6 +98,8 @@ class LabSession:
         self.on_event = on_event
         self.state: LabState | None = None
         self.leftovers: str | None = None  # a warning for the first trial: what an earlier labctl left
+        #: labgen's calibrated maximum load per host side, for every NDR/PDR search of the run
+        self.calibrations: Calibrations = {}
         self.guest: Any = None
         self.boots = 0
         self.boot_s = 0.0
@@ -134,7 +142,7 @@ class LabSession:
     def _phase(self, text: str) -> None:
         notify(self.on_event, "phase", lab=self.name, message=text)
 
-    def acquire(self, plan: LabPlan, warnings: list[str]) -> Any:
+    def acquire(self, plan: LabPlan, warnings: list[str]) -> MeasuredLab:
         """A lab up for this trial's plan (a new embedded lab; the running guest, or a new one)."""
         assert self.state is not None
         self.cpus.acquire(plan_cpus(plan))  # waits (a note says for whom) while another trial measures there
@@ -164,7 +172,7 @@ class LabSession:
         self.guest.start(plan)
         return self.guest
 
-    def release(self, lab: Any, failed: bool) -> list[str]:
+    def release(self, lab: MeasuredLab | None, failed: bool) -> list[str]:
         """After a trial: an embedded lab goes (its resources too); a guest ends its forwarder, or is
         powered off when the trial failed (the next trial boots a fresh one). Returns teardown failures."""
         assert self.state is not None
@@ -177,7 +185,7 @@ class LabSession:
         if failed:
             self.close_guest()
             return self._torn_down()
-        lab.end_trial()  # the guest stays up (and keeps its CPUs) for the run's next trial
+        self.guest.end_trial()  # the guest stays up (and keeps its CPUs) for the run's next trial
         return []
 
     def _torn_down(self) -> list[str]:

@@ -14,8 +14,12 @@ above the results whatever the generator did). If it stays invalid, MLRsearch ge
 frames, which its rules count against that load (``MeasurementResult.loss_ratio``: "irregular
 situations ... guide search algorithms towards lower loads"), and the search result says the
 generator limited it. The maximum load is the highest load
-at which labgen keeps its schedule on this lab (calibrated before the search with short paced trials
-from 98% of its full speed down), so the search does not spend repeated invalid trials above it.
+at which labgen keeps its schedule on this lab (calibrated with short paced trials from 98% of its full
+speed down, once per host side in a run: :mod:`labctl.measure.calibration`), so the search does not
+spend repeated invalid trials above it.
+
+A search is one trial of the run: it runs in :func:`labctl.measure.trial.trial_loop` (the record, the
+CPU locks, the busy watch, the error handlers, the release) as a plain trial does.
 
 Every measurement is stored as a trial of the run (``details.role = "search"``; MLRsearch's first, a 1 s
 trial at the maximum load whose result it discards, as ``warmup``); the search's own
@@ -26,19 +30,32 @@ measured at 10%, 50% and 90% of PDR.
 from __future__ import annotations
 
 import math
+import os
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable
 
 from labctl.errors import UserError, WorkloadError
 from labctl.events import OnEvent, notify
+from labctl.measure.calibration import CALIBRATION_STEPS, Calibrations, calibration_key, full_speed_pps, max_load_pps
+from labctl.measure.labs import LabSession, check_measurable
+from labctl.measure.session import base_data, open_session
+from labctl.measure.trial import Trial, trial_loop
+from labctl.profile.load import LoadedProfile
 from labctl.results.record import Metrics, TrialRecord
+
+if TYPE_CHECKING:
+    from labctl.lab.interface import PacedLab
+    from labctl.profile.schema import Profile
+
+__all__ = ["SearchSettings", "NdrResult", "Bound", "LabMeasurer", "find_ndr", "ndr_trial", "run_ndr",
+           "check_searchable", "short_trial_misses", "fails_every_goal", "max_load_pps", "full_speed_pps",
+           "CALIBRATION_STEPS", "NDR_LOSS", "PDR_LOSS"]
 
 NDR_LOSS = 0.0
 PDR_LOSS = 0.005
 LATENCY_LOADS = (10, 50, 90)  # per cent of PDR
 INVALID_RETRIES = 2
-CALIBRATION_STEPS = 9  # 98% of full speed, then x0.9 each: down to 42%
 SEARCHES = ("mlrsearch", "binary")
 GOALS = {"ndr": NDR_LOSS, "pdr": PDR_LOSS}  # name: loss ratio
 #: MLRsearch's coarser targets before the final one (its ``SearchGoal.preceding_targets``; the package's
@@ -129,7 +146,7 @@ class LabMeasurer:
 
     warmup_next = False  # store the next measure() as role warmup: MLRsearch discards its first trial's result
 
-    def __init__(self, lab: Any, base: TrialRecord, search: str, on_record: Callable[[TrialRecord], None],
+    def __init__(self, lab: PacedLab, base: TrialRecord, search: str, on_record: Callable[[TrialRecord], None],
                  on_event: OnEvent | None = None):
         from labctl.host.monitor import ThreadMonitor
 
@@ -268,38 +285,6 @@ def scheduled_frames(result: Any) -> int:
     return result.offered + result.unsent
 
 
-def full_speed_pps(lab: Any) -> float:
-    """What labgen sends per port on this lab at full speed (an unpaced 1 s trial, not stored)."""
-    spec = lab.paced.spec(0, 1.0, 0.2)
-    result = lab.generator.run_trial(spec)
-    per_port = result.achieved_rate_pps
-    if per_port <= 0:
-        raise WorkloadError("labgen sent nothing at full speed: no load to search")
-    return per_port
-
-
-def max_load_pps(measurer: LabMeasurer, duration_s: float) -> tuple[float, list[str]]:
-    """The load a search may ask at most, per port: the highest of 98%, 90%, 81%, ... (down to 43%) of
-    labgen's full speed at which one paced trial of ``duration_s`` kept its schedule. Pacing costs
-    labgen speed (on this 2-vCPU host it keeps a schedule at about half its full speed), and every load
-    above what it can pace is an invalid trial, repeated, at every step of a search that asks for it.
-    The calibration trials are stored (role ``calibration``) and counted apart from the search's
-    (``calibration_trials``, ``calibration_seconds``). With no fraction valid, the lowest is the maximum
-    and a warning says the generator limits the search."""
-    full = full_speed_pps(measurer.lab)
-    load = 0.98 * full
-    for _step in range(CALIBRATION_STEPS):
-        result, _record = measurer.attempt(duration_s, load, role="calibration")
-        measurer.calibration_trials += 1
-        measurer.calibration_seconds += duration_s
-        if result.valid:
-            return load, []
-        load *= 0.9
-    load /= 0.9
-    return load, [f"labgen kept no schedule up to {load * measurer.ports / 1e6:.3f} Mpps ({load / full:.0%} of its "
-                  "full speed): the search's loads are capped there and may be limited by the generator"]
-
-
 def _mlrsearch(measurer: LabMeasurer, settings: SearchSettings, min_load: float, max_load: float
                ) -> dict[str, tuple[float | None, float | None, float | None]]:
     from MLRsearch import Config, MultipleLossRatioSearch, SearchGoal
@@ -350,19 +335,43 @@ def _binary(measurer: LabMeasurer, settings: SearchSettings, min_load: float, ma
     return out
 
 
-def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: Callable[[TrialRecord], None],
-             on_event: OnEvent | None = None, latency: bool = True) -> NdrResult:
-    """NDR and PDR of a lab that is up (its host side labgen), then (``latency``) latency at 10/50/90% of PDR."""
+def find_ndr(lab: PacedLab, base: TrialRecord, settings: SearchSettings, on_record: Callable[[TrialRecord], None],
+             on_event: OnEvent | None = None, latency: bool = True, calibrations: Calibrations | None = None
+             ) -> NdrResult:
+    """NDR and PDR of a lab that is up (its host side labgen), then (``latency``) latency at 10/50/90% of PDR.
+
+    ``calibrations`` (a run's lab session keeps one): the maximum load calibrated for this host side
+    earlier in the run is reused (no calibration trials); when a goal's bound is found at that reused
+    maximum, labgen is calibrated again, and when the new maximum is higher (by more than the
+    precision) that goal is searched again up to it. Without ``calibrations`` every search calibrates."""
     settings.check()
     if lab.generator is None:
         raise UserError("workload.generator: an NDR/PDR search needs the paced generator (allowed: labgen)")
     started = time.monotonic()
     measurer = LabMeasurer(lab, base, settings.search, on_record, on_event)
     ports = measurer.ports
-    max_load, calibration_warnings = max_load_pps(measurer, settings.initial_trial_s)
-    min_load = max(max_load / 1000.0, 1000.0)
+    key = calibration_key(lab.plan, settings.initial_trial_s)
+    known = calibrations.get(key) if calibrations is not None else None
+    if known is None:
+        max_load, calibration_warnings = max_load_pps(measurer, settings.initial_trial_s)
+    else:
+        max_load, calibration_warnings = known[0], list(known[1])
+        notify(on_event, "note", lab=lab.plan.name, message=f"maximum load {max_load * ports / 1e6:.3f} Mpps: "
+                                                             "calibrated earlier in this run for this host side")
+    if calibrations is not None:
+        calibrations[key] = (max_load, list(calibration_warnings))
     search = _mlrsearch if settings.search == "mlrsearch" else _binary
-    found = search(measurer, settings, min_load, max_load)
+    found = search(measurer, settings, max(max_load / 1000.0, 1000.0), max_load)
+    capped = [name for name in settings.goals if _at_maximum(found[name], max_load, settings.precision)]
+    if known is not None and capped and calibrations is not None:
+        again, again_warnings = max_load_pps(measurer, settings.initial_trial_s)
+        calibrations[key] = (again, list(again_warnings))
+        if again > max_load * (1 + settings.precision):
+            notify(on_event, "note", lab=lab.plan.name,
+                   message=f"{', '.join(n.upper() for n in capped)} at the reused maximum load: labgen now paces "
+                           f"{again * ports / 1e6:.3f} Mpps, searching again up to it")
+            found.update(search(measurer, replace(settings, goals=tuple(capped)), max(again / 1000.0, 1000.0), again))
+            max_load, calibration_warnings = again, again_warnings
 
     scale = ports / 1e6
 
@@ -373,8 +382,7 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
     result = NdrResult(settings.search, bound("ndr"), bound("pdr"), max_load_mpps=round(max_load * ports / 1e6, 6),
                        warnings=calibration_warnings)
     for name in settings.goals:
-        lower = found[name][1]
-        if lower is not None and lower >= max_load * (1 - settings.precision):
+        if _at_maximum(found[name], max_load, settings.precision):
             result.warnings.append(f"{name.upper()} is at the search's maximum load ({result.max_load_mpps:.3f} Mpps, "
                                    "the most labgen can pace here): the lab forwards at least this, maybe more")
     for name, (count, highest, lowest) in short_trial_misses(measurer.outcomes, settings.final_trial_s,
@@ -407,6 +415,12 @@ def find_ndr(lab: Any, base: TrialRecord, settings: SearchSettings, on_record: C
     return result
 
 
+def _at_maximum(found: tuple[float | None, float | None, float | None], max_load: float, precision: float) -> bool:
+    """Whether a goal's lower bound is at the search's maximum load (within the precision)."""
+    lower = found[1]
+    return lower is not None and lower >= max_load * (1 - precision)
+
+
 def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
     """The search's own record: NDR/PDR with their bounds in its metrics, the latency and the cost in details."""
     record = base.model_copy(deep=True, update={"metrics": result.metrics(), "finished_at": time.time()})
@@ -426,7 +440,7 @@ def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
 METRICS = {"ndr": "ndr_mpps", "pdr": "pdr_mpps"}
 
 
-def check_searchable(profile: Any, settings: SearchSettings) -> None:
+def check_searchable(profile: Profile, settings: SearchSettings) -> None:
     """Refuse, before anything is created, a search that cannot run (UserError naming the field)."""
     settings.check()
     if profile.workload.generator != "labgen":
@@ -434,70 +448,49 @@ def check_searchable(profile: Any, settings: SearchSettings) -> None:
                         "needs paced loads (allowed: labgen)")
 
 
-def ndr_trial(loaded: Any, settings: SearchSettings, session: Any, on_record: Callable[[TrialRecord], None],
-              on_event: OnEvent | None = None, repeat_index: int = 0) -> tuple[TrialRecord, NdrResult | None]:
-    """One configuration's NDR/PDR search as one record (status ok or failed), on the run's labs; every
-    measurement is handed to ``on_record`` as it finishes."""
-    import os
+def ndr_trial(loaded: LoadedProfile, settings: SearchSettings, session: LabSession,
+              on_record: Callable[[TrialRecord], None], on_event: OnEvent | None = None, repeat_index: int = 0
+              ) -> tuple[TrialRecord, NdrResult | None]:
+    """One configuration's NDR/PDR search as one record (status ok or failed), on the run's labs, in the
+    one trial loop (:func:`labctl.measure.trial.trial_loop`); every measurement is handed to ``on_record``
+    as it finishes. The maximum load is calibrated once per host side of the session's run
+    (``session.calibrations``)."""
+    found: list[NdrResult] = []
 
-    from labctl import signals
-    from labctl.errors import CpusBusyError, HypervisorError, ZeroForwardingError
-    from labctl.lab.busy import BusyWatch
-    from labctl.lab.plan import derive
-    from labctl.profile.knobs import flatten
+    def search(trial: Trial) -> None:
+        lab, record = trial.lab, trial.record
+        record.warnings.extend(lab.record_warnings())
+        record.details.update(lab.details())
+        record.env = lab.environment(lab.pins(), lab.pollers > len(os.sched_getaffinity(0)))
+        trial.phase(f"searching NDR/PDR ({settings.search})")
+        trial.busy.start()
+        base = record.model_copy(deep=True)  # what every measurement's record starts from
+        result = find_ndr(lab, base, settings, on_record, on_event, calibrations=session.calibrations)
+        trial.busy.check("search")
+        _summarise(record, result)
+        trial.note_busy()
+        found.append(result)
 
-    profile = loaded.profile
-    notify(on_event, "phase", lab=profile.name, message="setup")
-    base = TrialRecord(config=flatten(profile.model_dump()), repeat_index=repeat_index, started_at=time.time(),
-                       warnings=[w.render() for w in loaded.warnings])
-    if session.leftovers:
-        base.warnings.append(session.leftovers)
-        session.leftovers = None
-    lab, result, failed = None, None, True
-    with signals.stoppable():
-        try:
-            lab = session.acquire(derive(profile), base.warnings)
-            base.warnings.extend(lab.record_warnings())
-            base.details.update(lab.details())
-            base.env = lab.environment(lab.pins(), lab.pollers > len(os.sched_getaffinity(0)))
-            notify(on_event, "phase", lab=profile.name, message=f"searching NDR/PDR ({settings.search})")
-            busy = BusyWatch(session.cpus.cpus, lab.pids.values())
-            busy.start()
-            result = find_ndr(lab, base, settings, on_record, on_event)
-            busy.check("search")
-            record, failed = summary_record(base, result), False
-            if busy.found:
-                record.details["busy_strangers"] = busy.found
-                record.warnings.extend(busy.warnings())
-        except CpusBusyError:
-            raise  # --no-wait: not a trial that failed, a trial that did not start
-        except (ZeroForwardingError, WorkloadError, HypervisorError) as exc:
-            record = base.model_copy(update={"status": "failed", "error": str(exc)})
-        except Exception as exc:  # noqa: BLE001 - a search that breaks is a failed trial, not a lost sweep
-            record = base.model_copy(update={"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
-        finally:
-            notify(on_event, "phase", lab=profile.name, message="teardown")
-            failures = session.release(lab, failed=failed)
-    if failures:
-        record.warnings.append(f"teardown could not remove: {'; '.join(failures)}")
-    record.finished_at = time.time()
-    return record, result
+    record = trial_loop(loaded, session, search, repeat_index, on_event)
+    return record, (found[0] if found and record.status == "ok" else None)
 
 
-def run_ndr(loaded: Any, settings: SearchSettings, db: Any, on_event: OnEvent | None = None,
+def _summarise(record: TrialRecord, result: NdrResult) -> None:
+    """The search's own record, in place: what :func:`summary_record` makes of a base record."""
+    summary = summary_record(record, result)
+    record.metrics, record.details, record.warnings = summary.metrics, summary.details, summary.warnings
+
+
+def run_ndr(loaded: LoadedProfile, settings: SearchSettings, db: Any, on_event: OnEvent | None = None,
             wait: bool = True) -> NdrResult:
     """``labctl ndr``: one configuration's NDR/PDR search in a new run of ``db``, every measurement
     stored; the result (``run_id`` set) is also kept in the run's info."""
-    from labctl.measure.labs import LabSession, check_measurable
-    from labctl.measure.session import open_session
-    from labctl.measure.sweep import base_data
-
     profile = loaded.profile
     check_searchable(profile, settings)
     check_measurable(profile)
     with open_session(db, profile.name, base_data(loaded), [], on_event=on_event) as session, \
             LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
-        record, result = ndr_trial(loaded, settings, labs, lambda r: session.add(r), on_event)
+        record, result = ndr_trial(loaded, settings, labs, session.add_measurement, on_event)
         session.add(record)
         if result is None:
             raise WorkloadError(f"the NDR/PDR search failed: {record.error}")

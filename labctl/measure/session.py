@@ -5,6 +5,10 @@ come in) both open a :class:`RunSession`: the run is created (or, with ``--resum
 finished trial is committed before the next one starts, and an exception or signal that ends the run
 early marks the trial in flight ``aborted`` and the run ``aborted`` (resumable); otherwise the run is
 ``finished`` (or ``failed`` when a trial failed).
+
+A trial that is an NDR/PDR search stores its measurements too (:meth:`RunSession.add_measurement`):
+they are trials of the run, but not its plan's entries, so progress (``done``/``total``) and the ok and
+failed counts count the searches, one per plan entry, and never the measurements inside them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any, Iterator
 from labctl.errors import UserError
 from labctl.events import OnEvent, notify
 from labctl.owner import describe
+from labctl.profile.load import LoadedProfile
 from labctl.results.record import TrialRecord
 from labctl.results.store import Store
 
@@ -30,13 +35,14 @@ class RunSession:
         self.on_event = on_event
         self.ok = 0
         self.failed = 0
-        self.trial_ids: list[int] = []
+        self.trial_ids: list[int] = []  # every trial stored, measurements included
+        self.entries = 0  # the trials (plan entries, or a tune's evaluations) stored: not their measurements
         self.started = time.monotonic()
         self._in_flight: int | None = None
 
     @property
     def done(self) -> int:
-        return self.done_before + len(self.trial_ids)
+        return self.done_before + self.entries
 
     @contextlib.contextmanager
     def trial(self, seq: int | None = None) -> Iterator[None]:
@@ -52,11 +58,9 @@ class RunSession:
             self._in_flight = None
 
     def add(self, record: TrialRecord, seq: int | None = None, entry: dict[str, Any] | None = None) -> int:
-        """Commit a finished trial (status ok or failed) and report it."""
-        record.run_id = self.run_id
-        trial_id = self.store.add_trial(record, seq)
-        record.id = trial_id
-        self.trial_ids.append(trial_id)
+        """Commit a finished trial (status ok or failed) and report it: one more done."""
+        trial_id = self._store(record, seq)
+        self.entries += 1
         if record.status == "ok":
             self.ok += 1
         else:
@@ -64,6 +68,30 @@ class RunSession:
         notify(self.on_event, "trial", run_id=self.run_id, record=record, done=self.done,
                total=self.total or None, data=entry, elapsed_s=time.monotonic() - self.started)
         return trial_id
+
+    def add_measurement(self, record: TrialRecord) -> int:
+        """Commit one measurement of a trial in flight (an NDR/PDR search's calibration, search or latency
+        trial): stored and reported as a ``trial`` event whose ``done`` is unchanged (its ``data`` says
+        ``measurement``), counted neither as done nor as ok or failed."""
+        trial_id = self._store(record, None)
+        notify(self.on_event, "trial", run_id=self.run_id, record=record, done=self.done,
+               total=self.total or None, data={"measurement": record.details.get("role")},
+               elapsed_s=time.monotonic() - self.started)
+        return trial_id
+
+    def _store(self, record: TrialRecord, seq: int | None) -> int:
+        record.run_id = self.run_id
+        trial_id = self.store.add_trial(record, seq)
+        record.id = trial_id
+        self.trial_ids.append(trial_id)
+        return trial_id
+
+
+def base_data(loaded: LoadedProfile) -> dict[str, Any]:
+    """The profile every trial of a run starts from: the validated profile without its sweep."""
+    data = loaded.profile.model_dump()
+    data["sweep"] = {}
+    return data
 
 
 def find_resumable(store: Store, name: str) -> int:

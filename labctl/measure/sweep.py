@@ -16,7 +16,8 @@ from labctl.errors import KnobError
 from labctl.events import OnEvent, notify
 from labctl.lab.plan import is_domain_knob
 from labctl.measure.labs import LabSession, check_measurable
-from labctl.measure.session import find_resumable, open_session
+from labctl.measure.ndr import SearchSettings, ndr_trial
+from labctl.measure.session import base_data, find_resumable, open_session
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
 from labctl.results.record import TrialRecord
@@ -53,13 +54,6 @@ class SweepResult:
     steadiness: Any = None  # the probe's Steadiness, when one ran
 
 
-def base_data(loaded: LoadedProfile) -> dict[str, Any]:
-    """The profile every trial of a run starts from: the validated profile without its sweep."""
-    data = loaded.profile.model_dump()
-    data["sweep"] = {}
-    return data
-
-
 TrialRunner = Callable[..., TrialRecord]  # (loaded, repeat_index, on_event, session=LabSession)
 
 
@@ -77,14 +71,16 @@ def check_repeat(repeat: int | None) -> None:
 
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
               runner: TrialRunner = _default_runner, steadiness_s: float | None = None,
-              on_event: OnEvent | None = None, search: Any = None, wait: bool = True) -> SweepResult:
+              on_event: OnEvent | None = None, search: SearchSettings | None = None, wait: bool = True
+              ) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
     (:func:`labctl.host.steadiness.probe`, after every check of the request and before the run is
     created; an interrupted probe leaves nothing behind); when it is unsteady, every trial of this
-    sitting carries the probe's warning. ``search`` (``labctl.measure.ndr.SearchSettings``): every
-    configuration's trial is an NDR/PDR search, its measurements stored beside it."""
+    sitting carries the probe's warning. ``search``: every configuration's trial is an NDR/PDR search
+    (:func:`labctl.measure.ndr.ndr_trial`), its measurements stored beside it (not counted as done:
+    progress counts plan entries)."""
     check_repeat(repeat)
     if steadiness_s is not None:
         from labctl.host.steadiness import check_arguments
@@ -122,9 +118,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                         if search is None:
                             record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
                         else:
-                            from labctl.measure.ndr import ndr_trial
-
-                            record, _result = ndr_trial(trial_profile, search, labs, lambda r: session.add(r),
+                            record, _result = ndr_trial(trial_profile, search, labs, session.add_measurement,
                                                         on_event, entry["repeat_index"])
                     if host_warning and host_warning not in record.warnings:
                         record.warnings.append(host_warning)

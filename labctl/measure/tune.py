@@ -14,8 +14,7 @@ from typing import Any, Callable
 from labctl.events import OnEvent, notify
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.ndr import SearchSettings, ndr_trial
-from labctl.measure.session import open_session
-from labctl.measure.sweep import base_data
+from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import run_trial
 from labctl.profile.knobs import with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
@@ -43,7 +42,7 @@ def run_tune(loaded: LoadedProfile, db: Any, search: Search, budget: int, settin
                 if settings is None:
                     record = run_trial(trial, on_event=on_event, session=labs)
                 else:
-                    record, _result = ndr_trial(trial, settings, labs, lambda r: session.add(r), on_event)
+                    record, _result = ndr_trial(trial, settings, labs, session.add_measurement, on_event)
             session.add(record, entry={"config": config})
             if settings is None:
                 return record

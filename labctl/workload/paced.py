@@ -10,7 +10,7 @@ went: TX-dropped in the guest is its transmit ring full (the host side did not d
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from labctl.dpdk.labgen import LabgenResult
 from labctl.dpdk.testpmd import FwdStats
@@ -20,7 +20,10 @@ from labctl.workload.forward import DROP_NAMES, GuestCounters, queue_details
 
 if TYPE_CHECKING:
     from labctl.dpdk.labgen import TrialSpec
+    from labctl.host.monitor import MonitorReport, ThreadMonitor
+    from labctl.lab.interface import PacedLab
     from labctl.lab.plan import GeneratorPlan
+    from labctl.profile.rates import Rate
 
 
 def paced_metrics(result: LabgenResult, before: GuestCounters, after: GuestCounters, frame_size: int,
@@ -91,12 +94,12 @@ def trial_spec(gen: "GeneratorPlan", rate_pps_per_port: float, duration_s: float
 class PacedRunner:
     """Paced trials on a lab whose host side is labgen: the rate a profile asks for resolved against the
     lab (``max``, a rate, or a share of the measured maximum), and one trial with the guest's counters
-    taken after the warm-up and after the drain. ``lab`` gives ``generator`` (a started Labgen),
-    ``guest_counters()`` and ``plan``."""
+    taken after the warm-up and after the drain. ``lab`` (:class:`labctl.lab.interface.PacedLab`) gives
+    ``generator`` (a started Labgen), ``guest_counters()``, ``window_started()`` and ``plan``."""
 
     MAX_PROBE_S = 2.0  # the unpaced trial that measures the maximum a share refers to
 
-    def __init__(self, lab: Any):
+    def __init__(self, lab: PacedLab):
         self.lab = lab
         self._max_pps: float | None = None
 
@@ -115,14 +118,15 @@ class PacedRunner:
             self._max_pps = result.received_pps
         return self._max_pps
 
-    def rate_per_port(self, rate: Any) -> float:
+    def rate_per_port(self, rate: Rate) -> float:
         """labgen's per-port rate for a profile's Rate (0: as fast as possible)."""
         if rate.kind == "max":
             return 0.0
         total = rate.value if rate.kind == "pps" else rate.value / 100.0 * self.max_forwarded_pps()
         return total / self.ports
 
-    def trial(self, spec: Any, monitor: Any, phase: Any) -> tuple[LabgenResult, GuestCounters, GuestCounters, Any]:
+    def trial(self, spec: TrialSpec, monitor: ThreadMonitor, phase: Callable[[str], None]
+              ) -> tuple[LabgenResult, GuestCounters, GuestCounters, MonitorReport]:
         """One paced trial: (labgen's result, guest counters before and after the window, the monitor's
         report). A cancel or SIGTERM stops the trial's sending first."""
         from labctl import signals

@@ -361,3 +361,102 @@ def test_search_cost_refuses_bad_options_before_it_starts_a_lab(args, message):
 def test_exceed_ratio_is_checked(ratio):
     with pytest.raises(UserError, match=rf"--exceed-ratio {ratio}: allowed 0 <= R < 1"):
         SearchSettings(exceed_ratio=ratio).check()
+
+
+class PlantedPacedLab:
+    """A lab up with labgen as its host side, on quick.yaml's plan: labgen sends FULL_PPS per port at full
+    speed and keeps a schedule up to ``paced_pps``; the lab forwards ``ndr_pps`` per port and loses the
+    excess. LabMeasurer.attempt is planted (``planted_attempt``): no process runs."""
+
+    FULL_PPS = 4_000_000.0
+
+    def __init__(self, ndr_pps: float = NDR_PPS, paced_pps: float = 2_100_000.0):
+        from types import SimpleNamespace
+
+        from labctl.lab.plan import derive
+        from labctl.profile.load import load_profile
+        from tests.conftest import DOMAINS
+
+        self.plan = derive(load_profile(DOMAINS / "quick.yaml", cpus=frozenset({0, 1})).profile)
+        self.ndr_pps, self.paced_pps = ndr_pps, paced_pps
+        self.generator = SimpleNamespace(
+            run_trial=lambda _spec: SimpleNamespace(achieved_rate_pps=PlantedPacedLab.FULL_PPS))
+        self.paced = SimpleNamespace(spec=lambda rate, duration, warmup: (rate, duration, warmup))
+
+
+def planted_attempt(self, duration_s, load_pps, role, attempt=0):
+    from types import SimpleNamespace
+
+    lab = self.lab
+    ports = len(lab.plan.nics)
+    offered = int(load_pps * duration_s) * ports
+    loss = int(round(offered * (1 - min(load_pps, lab.ndr_pps) / load_pps)))
+    return SimpleNamespace(valid=load_pps <= lab.paced_pps, loss_count=loss, unsent=0, offered=offered,
+                           window_s=duration_s, loss_ratio=loss / max(offered, 1)), None
+
+
+def _find(lab, calibrations, settings=SETTINGS):
+    from labctl.measure.ndr import find_ndr
+    from labctl.results.record import TrialRecord
+
+    return find_ndr(lab, TrialRecord(config={}), settings, lambda _r: None, latency=False, calibrations=calibrations)
+
+
+def test_a_run_calibrates_once_per_host_side(monkeypatch):
+    """The second search on the same host side reuses the calibrated maximum: no calibration trials."""
+    from labctl.measure.ndr import LabMeasurer
+
+    monkeypatch.setattr(LabMeasurer, "attempt", planted_attempt)
+    calibrations: dict = {}
+    first = _find(PlantedPacedLab(), calibrations)
+    second = _find(PlantedPacedLab(), calibrations)  # another lab instance (embedded: a lab per trial)
+    assert first.calibration_trials == 7 and second.calibration_trials == 0 and len(calibrations) == 1
+    assert second.max_load_mpps == first.max_load_mpps
+    for result in (first, second):
+        assert abs(result.ndr.mpps / (NDR_PPS * PORTS / 1e6) - 1) <= 2 * SETTINGS.precision
+        assert not any("maximum load" in w for w in result.warnings)
+    # another frame size is another host side: calibrated again
+    other = PlantedPacedLab()
+    other.plan = replace_generator(other.plan, frame_size=1518)
+    assert _find(other, calibrations).calibration_trials == 7 and len(calibrations) == 2
+
+
+def replace_generator(plan, **changes):
+    from dataclasses import replace
+
+    return replace(plan, generator=replace(plan.generator, **changes))
+
+
+def test_a_bound_at_a_reused_maximum_calibrates_again_and_searches_up_to_the_new_one(monkeypatch):
+    """A maximum calibrated earlier (here planted at 300 kpps per port) capped a lab that forwards 400
+    kpps: the search calibrates again (labgen now paces 2.08 Mpps), searches that goal again up to the new
+    maximum, finds the lab's NDR, and keeps the new maximum for the run."""
+    from labctl.measure.calibration import calibration_key
+    from labctl.measure.ndr import LabMeasurer
+
+    monkeypatch.setattr(LabMeasurer, "attempt", planted_attempt)
+    lab = PlantedPacedLab()
+    key = calibration_key(lab.plan, SETTINGS.initial_trial_s)
+    calibrations = {key: (300_000.0, [])}
+    result = _find(lab, calibrations)
+    assert result.calibration_trials == 7 and calibrations[key][0] == pytest.approx(0.98 * 0.9 ** 6 * 4_000_000.0)
+    assert abs(result.ndr.mpps / (NDR_PPS * PORTS / 1e6) - 1) <= 2 * SETTINGS.precision
+    assert abs(result.pdr.mpps / (PDR_PPS * PORTS / 1e6) - 1) <= 2 * SETTINGS.precision
+    assert result.max_load_mpps == pytest.approx(calibrations[key][0] * PORTS / 1e6, rel=1e-5)
+    assert not any("at the search's maximum load" in w for w in result.warnings)
+
+
+def test_a_lab_above_what_labgen_paces_calibrates_again_but_keeps_the_bound_and_the_warning(monkeypatch):
+    """The lab forwards more than labgen can pace: the first search's bound is at its fresh maximum (a
+    warning, no second calibration); the next search reuses it, finds the bound there again, calibrates
+    again, and with no higher maximum keeps the bound and the warning."""
+    from labctl.measure.ndr import LabMeasurer
+
+    monkeypatch.setattr(LabMeasurer, "attempt", planted_attempt)
+    calibrations: dict = {}
+    first = _find(PlantedPacedLab(ndr_pps=3_000_000.0), calibrations)
+    second = _find(PlantedPacedLab(ndr_pps=3_000_000.0), calibrations)
+    assert first.calibration_trials == 7 and second.calibration_trials == 7
+    for result in (first, second):
+        assert any("NDR is at the search's maximum load" in w for w in result.warnings)
+        assert result.max_load_mpps == first.max_load_mpps

@@ -127,3 +127,34 @@ def test_sweep_with_steadiness_checks_the_db_before_probing(tmp_path, monkeypatc
     with pytest.raises(UserError, match=message):
         run_sweep(load_profile(DOMAINS / "quick.yaml", cpus=CPUS), db, runner=fake_runner({}, []), steadiness_s=5)
     assert probed == [] and not (tmp_path / "missing-dir").exists()
+
+
+def test_an_ndr_sweep_counts_searches_not_their_measurements(tmp_path, monkeypatch):
+    """`labctl sweep --metric ndr` showed "258/6": every search measurement was counted as a done plan
+    entry. Measurements are stored (and reported, done unchanged); done, ok and failed count searches."""
+    import labctl.measure.sweep as sweep_module
+    from labctl.measure.ndr import SearchSettings
+    from labctl.profile.knobs import flatten
+
+    def fake_search(loaded, settings, labs, on_record, on_event=None, repeat_index=0):
+        config = flatten(loaded.profile.model_dump())
+        for _ in range(5):
+            on_record(TrialRecord(config=config, repeat_index=repeat_index, metrics=Metrics(mpps=1.0),
+                                  details={"role": "search"}))
+        return TrialRecord(config=config, repeat_index=repeat_index, metrics=Metrics(ndr_mpps=1.0),
+                           details={"role": "ndr"}), None
+
+    monkeypatch.setattr(sweep_module, "ndr_trial", fake_search)
+    events = []
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    db = tmp_path / "s.db"
+    result = run_sweep(loaded, db, repeat=3, search=SearchSettings(), on_event=events.append)
+    planned = 3 * len(build_plan(loaded.profile.sweep, 1))
+    trials = [e for e in events if e.kind == "trial"]
+    assert len(trials) == planned * 6
+    assert all(e.total == planned and e.done <= planned for e in trials)
+    assert [e.done for e in trials if (e.data or {}).get("measurement") is None] == list(range(1, planned + 1))
+    assert (result.ok, result.failed) == (planned, 0)
+    with Store(db) as store:
+        assert len(store.trials(result.run_id, status=None)) == planned * 6
+        assert store.missing_plan(result.run_id) == [] and store.run(result.run_id)["status"] == "finished"
