@@ -23,6 +23,9 @@ from labctl.host.doctor import Doctor, describe_host
 from labctl.paths import can_create
 from labctl.profile.load import LoadedProfile, load_profile
 from labctl.results.access import open_store, resolve_run, run_pair, run_trials
+from labctl.results.interchange import import_files as import_runs  # noqa: F401  (the fleet's: files, db)
+from labctl.results.interchange import read_jsonl as read_trials_file  # noqa: F401  (the fleet's)
+from labctl.results.interchange import write_jsonl as write_trials_file  # noqa: F401  (the fleet's)
 from labctl.results.metrics import DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric, resolve
 from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
 from labctl.results.store import Store
@@ -34,7 +37,7 @@ __all__ = [
     "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
     "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
     "report_metrics", "check_budget", "ndr", "search_settings", "default_metric", "DEFAULT_PRECISION",
-    "DEFAULT_THRESHOLD_PCT",
+    "DEFAULT_THRESHOLD_PCT", "load_for_hosts", "check_store", "import_runs", "read_trials_file", "write_trials_file",
 ]
 
 DEFAULT_DB = Path("labctl.db")
@@ -63,6 +66,14 @@ class Validation:
     @property
     def ok(self) -> bool:
         return self.loaded is not None
+
+
+def load_for_hosts(path: str | Path) -> LoadedProfile:
+    """A profile that runs on other hosts (``labctl fleet sweep``): every rule, but its CPU pins are left to
+    each host to check against its own CPUs."""
+    from labctl.profile.load import ANY_CPU
+
+    return load_profile(path, cpus=ANY_CPU)
 
 
 def validate(paths: Iterable[str | Path]) -> list[Validation]:
@@ -352,11 +363,16 @@ def plot(by: str | None, out: str | Path, db: str | Path = DEFAULT_DB, run: int 
 
 def import_trials(file: str | Path, db: str | Path = DEFAULT_DB, name: str | None = None) -> tuple[int, int]:
     """Load trials from JSON lines into the store as one run, all or nothing: (run id, count)."""
-    from labctl.results.interchange import import_jsonl, read_jsonl
+    return import_runs([(file, name)], db)[0]
 
-    read_jsonl(file)  # every line checked before the store is opened (or created)
-    with Store(db) as store:
-        return import_jsonl(store, file, name)
+
+def check_store(db: str | Path, option: str = "--db") -> None:
+    """``db`` is a result store (``NotAStoreError``, exit 2, when it is another file), or a file that can
+    be created: checked before any work."""
+    if Path(db).exists():
+        Store(db).close()
+    else:
+        check_writable(Path(db), option)
 
 
 EXPORT_FORMATS = ("jsonl", "csv")
@@ -416,7 +432,7 @@ def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_
 
 def plan(profile: str | Path):
     """A pinning plan and first settings from this host's topology, before any measurement."""
-    from advisor.plan import pinning_plan
+    from advisor.pinning import pinning_plan
     from labctl.host.facts import gather
 
     return pinning_plan(gather(), load_profile(profile).profile)

@@ -8,7 +8,8 @@ them. Kinds:
 ``phase``      a lab or trial moved to a phase (``message``: setup, warm-up, measure, teardown, or a
                lifecycle step such as "defining and starting labctl-x")
 ``run``        a run of the store started or resumed (``run_id``, ``total`` trials, ``done`` already)
-``trial``      a trial finished and was stored (``record``, ``done``/``total``, ``data``: its plan entry)
+``trial``      a trial finished and was stored (``record``, ``done``/``total``, ``data``: its plan entry; a
+               search's measurement: ``data={"measurement": role}``, ``done`` unchanged)
 ``step``       an adaptive search step finished (``data``: :class:`advisor.search.Step`)
 ``steadiness`` the host's steadiness probe finished (``data``: the Steadiness, ``message`` its verdict)
 ``note``       a line for the user (``message``), e.g. "probing the host for 5 s"

@@ -10,14 +10,12 @@ result says from what.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from labctl.results.interchange import import_jsonl, read_jsonl, record_to_line
-from labctl.results.store import Store
+from labctl import api
 
 
 class _HostOutcome(Protocol):
@@ -43,15 +41,13 @@ class Merged:
 
 def _named(host: str, path: Path) -> tuple[Path, tuple[str, ...]]:
     """``path`` itself when every record says ``env.host == host``; else a copy that does, next to it."""
-    records = read_jsonl(path)  # validates every line (ImportFormatError names the file and line)
+    records = api.read_trials_file(path)  # validates every line (ImportFormatError names the file and line)
     others = tuple(sorted({str(r.env.host) for r in records if r.env.host != host}))
     if not others:
         return path, ()
     fixed = path.with_name(path.stem + f".as-{host}.jsonl")
-    with open(fixed, "w", encoding="utf-8") as handle:
-        for record in records:
-            renamed = record.model_copy(update={"env": record.env.model_copy(update={"host": host})})
-            handle.write(json.dumps(record_to_line(renamed), ensure_ascii=False) + "\n")
+    api.write_trials_file([r.model_copy(update={"env": r.env.model_copy(update={"host": host})}) for r in records],
+                          fixed)
     return fixed, others
 
 
@@ -63,10 +59,7 @@ def merge(results: Iterable[_HostOutcome], db: str | Path, run_name: str | None 
     sources = [(r.host, *_named(r.host, Path(r.jsonl))) for r in results if r.status == "ok" and r.jsonl]
     if not sources:
         return []
-    merged: list[Merged] = []
-    with Store(db) as store, store.transaction():
-        for host, path, renamed in sources:
-            name = f"fleet {run_name}: {host}" if run_name else f"fleet: {host}"
-            run_id, count = import_jsonl(store, path, name)
-            merged.append(Merged(host=host, run_id=run_id, trials=count, source=path, renamed_from=renamed))
-    return merged
+    names = [f"fleet {run_name}: {host}" if run_name else f"fleet: {host}" for host, _path, _renamed in sources]
+    imported = api.import_runs([(path, name) for (_host, path, _renamed), name in zip(sources, names)], db)
+    return [Merged(host=host, run_id=run_id, trials=count, source=path, renamed_from=renamed)
+            for (host, path, renamed), (run_id, count) in zip(sources, imported)]

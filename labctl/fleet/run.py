@@ -385,17 +385,6 @@ def _result(host: str, log: EventLog, private: Path, job: str) -> HostResult:
                       jsonl=jsonl if jsonl.is_file() else None, facts=log.facts.get(host, {}))
 
 
-def _check_store(db: Path) -> None:
-    """--db must be a result store, or a file that can be created (checked before hours of sweeping)."""
-    from labctl.paths import can_create
-    from labctl.results.store import Store
-
-    if db.exists():
-        Store(db).close()  # NotAStoreError (exit 2) for a file that is not a store
-    elif not can_create(db):
-        raise UserError(f"--db {db}: cannot write there (allowed: a file in an existing writable directory)")
-
-
 def prepare(inventory: str | Path, *, hugepages: int | None = None, build_appliance: bool | None = None,
             reboot: bool = False, group_vars: dict[str, Any] | None = None, data_dir: str | Path | None = None,
             on_event: Callable[[HostEvent], None] | None = None) -> FleetRun:
@@ -420,13 +409,13 @@ def sweep(profile: str | Path, inventory: str | Path, db: str | Path | None, *, 
     (``playbooks/sweep.yml``), fetch each host's trials and, when ``db`` is given, merge the good hosts'
     trials into it (:func:`labctl.fleet.merge.merge`; ``FleetRun.merged``). A failed or unreachable host
     is reported in its result and does not stop the others."""
-    from labctl.profile.load import ANY_CPU, load_profile
+    from labctl import api
 
     if command not in COMMANDS:
         raise UserError(f"--command {command}: not a fleet command (allowed: {', '.join(COMMANDS)})")
-    load_profile(profile, cpus=ANY_CPU)  # a bad profile is the user's, before any host is touched
+    api.load_for_hosts(profile)  # a bad profile is the user's, before any host is touched
     if db is not None:
-        _check_store(Path(db))
+        api.check_store(db, "--db")  # a store, or a file that can be created: before hours of sweeping
     chosen = {"labctl_profile": str(Path(profile).resolve()), "labctl_command": command,
               "labctl_args": [str(a) for a in args], **(group_vars or {})}
     run = run_playbook("sweep", playbooks_dir() / "sweep.yml", inventory, chosen, None, data_dir, on_event)

@@ -42,6 +42,7 @@ from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
+from labctl.results.metrics import DEFAULT_PRECISION
 from labctl.results.record import Metrics, TrialRecord
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class SearchSettings:
     before it calls the load a bound (CSIT's ``duration_sum``; ``exceed_ratio`` of them may lose)."""
 
     search: str = "mlrsearch"
-    precision: float = 0.005
+    precision: float = DEFAULT_PRECISION
     initial_trial_s: float = 1.0
     final_trial_s: float = 1.0
     duration_sum_s: float = 2.0
@@ -436,8 +437,6 @@ def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
         record.metrics.latency_p50_us, record.metrics.latency_p99_us = mid["p50_us"], mid["p99_us"]
     return record
 
-
-METRICS = {"ndr": "ndr_mpps", "pdr": "pdr_mpps"}
 
 
 def check_searchable(profile: Profile, settings: SearchSettings) -> None:

@@ -30,7 +30,7 @@ from labctl.measure.labs import LabSession, check_measurable
 from labctl.profile.knobs import flatten
 from labctl.profile.load import LoadedProfile
 from labctl.results.record import TrialRecord
-from labctl.workload.forward import compute_metrics, details_fwd
+from labctl.workload.forward import details_fwd, forward_metrics
 from labctl.workload.paced import paced_metrics
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def _measure(trial: Trial) -> None:
                                                 watched, started=lab.window_started)
         window.append(time.time())
         lab.stop_forwarding()
-        metrics, details = compute_metrics(before, after, len(plan.nics), report.cpu_by_role(),
+        metrics, details = forward_metrics(before, after, len(plan.nics), report.cpu_by_role(),
                                            lab.forwarding_cpu_s(report, after.t - before.t), lab.host_kind)
     host_details, host_metrics = lab.window_details()
     details.update(host_details)

@@ -18,7 +18,7 @@ import contextlib
 import csv
 import json
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
@@ -176,6 +176,17 @@ def import_jsonl(store: Store, path: str | Path, run_name: str | None = None) ->
     return run_id, len(records)
 
 
+def import_files(files: Iterable[tuple[str | Path, str | None]], db: str | Path) -> list[tuple[int, int]]:
+    """JSONL files into the store ``db``, one run per (file, run name), all or nothing: every file is
+    checked before the store is opened (or created), and one transaction imports them all. (run id,
+    count) per file."""
+    files = list(files)
+    for path, _name in files:
+        read_jsonl(path)
+    with Store(db) as store, store.transaction():
+        return [import_jsonl(store, path, name) for path, name in files]
+
+
 # --------------------------------------------------------------------------------------------------
 # export
 
@@ -211,13 +222,19 @@ def record_to_line(record: TrialRecord) -> dict[str, Any]:
     return line
 
 
-def export_jsonl(store: Store, out: str | Path | IO[str], run_id: int | None = None) -> int:
-    """Write every trial (all statuses) of ``run_id`` (or of every run) as JSONL; returns the count."""
-    records = store.trials(run_id, status=None)
+def write_jsonl(records: Iterable[TrialRecord], out: str | Path | IO[str]) -> int:
+    """Write ``records`` as JSONL (the import format); returns the count."""
+    count = 0
     with _opened(out) as handle:
         for record in records:
             handle.write(json.dumps(record_to_line(record), ensure_ascii=False) + "\n")
-    return len(records)
+            count += 1
+    return count
+
+
+def export_jsonl(store: Store, out: str | Path | IO[str], run_id: int | None = None) -> int:
+    """Write every trial (all statuses) of ``run_id`` (or of every run) as JSONL; returns the count."""
+    return write_jsonl(store.trials(run_id, status=None), out)
 
 
 def _cell(value: Any) -> Any:

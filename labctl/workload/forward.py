@@ -100,9 +100,6 @@ def forward_metrics(a: Snapshot, b: Snapshot, nics: int, monitor_cpu: dict[str, 
     return metrics, details
 
 
-#: The old name, for ``labctl/measure/trial.py`` only until it imports ``forward_metrics`` (delete then).
-compute_metrics = forward_metrics
-
 
 def details_fwd(details: dict[str, Any], key: str) -> list[FwdStats]:
     return [FwdStats(**s) for s in details[key].values()]
