@@ -438,7 +438,6 @@ def summary_record(base: TrialRecord, result: NdrResult) -> TrialRecord:
     return record
 
 
-
 def check_searchable(profile: Profile, settings: SearchSettings) -> None:
     """Refuse, before anything is created, a search that cannot run (UserError naming the field)."""
     settings.check()
