@@ -45,6 +45,7 @@ from labctl.host.steadiness import probe  # noqa: E402
 from labctl.lab.embedded.forwarder import guest_forwarder  # noqa: E402
 from labctl.lab.plan import LabDirs, derive  # noqa: E402
 from labctl.lab.embedded import vswitch as vs  # noqa: E402
+from labctl.dpdk.runtime import start_recorded  # noqa: E402
 from labctl.lab.ledger import LabState, teardown  # noqa: E402
 from labctl.profile.load import load_profile  # noqa: E402
 
@@ -95,11 +96,11 @@ class Bench:
             else:
                 gen = vs.vswitch_testpmd(plan, None, client=True)  # flowgen, prefix {tag}-vs
             procs += [gen, guest]  # the guest quits first (its close talks to the generator)
-            vs.start_recorded(self.state, guest)
+            start_recorded(self.state, guest)
             if kind == "labgen":
                 gen.start_recorded(self.state)
             else:
-                vs.start_recorded(self.state, gen)
+                start_recorded(self.state, gen)
             if kind == "labgen":
                 gen.connect()
                 connect_ports(gen, guest, self.sockets)

@@ -23,7 +23,7 @@ from labctl.errors import WorkloadError
 from labctl.paths import log_dir, run_dir, state_dir
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.plan import LabDirs, derive
-from labctl.lab.embedded.vswitch import start_recorded
+from labctl.dpdk.runtime import start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState, teardown
 from labctl.profile.load import load_profile

@@ -23,7 +23,7 @@ from labctl.dpdk import testpmd as tpmd
 from labctl.errors import Terminated
 from labctl.paths import log_dir, run_dir
 from labctl.dpdk.eal import lcores_argument
-from labctl.lab.embedded.vswitch import start_recorded
+from labctl.dpdk.runtime import start_recorded
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import load_state, state_path, teardown
 from labctl.lab.ovs import OvsSwitch

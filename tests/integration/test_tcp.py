@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from labctl import api
-from labctl.lab.kinds import tagged_processes
+from labctl.host.processes import tagged_processes
 from labctl.lab.ledger import load_state
 from labctl.lab.plan import derive
 from labctl.results.store import Store
