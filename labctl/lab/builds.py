@@ -21,16 +21,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from labctl.errors import PlanError, WorkloadError
-from labctl.lab.plan import BuildPlan
+from labctl.lab.plan import BuildPlan, LabPlan
 from labctl.profile.rules import DPDK_VERSION_ARGS, OVS_VERSION, RTE_VERSION, binary_problem, probe_output
 
 ROLES = ("qemu", "vswitch", "forwarder")
 #: The host's program per role, found on PATH: DPDK's testpmd (Debian's dpdk package), Open vSwitch with
-#: DPDK (openvswitch-switch-dpdk), and QEMU's x86-64 system emulator (the one libvirt's capabilities name).
-HOST_PROGRAMS = {"forwarder": "dpdk-testpmd", "vswitch": "dpdk-testpmd", "ovs-vswitchd": "ovs-vswitchd",
-                 "qemu": "qemu-system-x86_64"}
-_INSTALL = {"dpdk-testpmd": "make setup installs Debian's dpdk", "ovs-vswitchd": "make setup installs Debian's "
-            "openvswitch-switch-dpdk", "qemu-system-x86_64": "make setup installs Debian's qemu-system-x86"}
+#: DPDK (openvswitch-switch-dpdk), and QEMU's x86-64 system emulator (the one libvirt's
+#: capabilities name); with vswitch.kind ovs-dpdk the host's vswitch is Debian's DPDK build of ovs-vswitchd.
+OVS_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"  # Debian's DPDK build (not the alternative)
+HOST_PROGRAMS = {"forwarder": "dpdk-testpmd", "vswitch": "dpdk-testpmd", "qemu": "qemu-system-x86_64"}
+_INSTALL = {"dpdk-testpmd": "make setup installs Debian's dpdk", "qemu-system-x86_64": "make setup installs "
+            "Debian's qemu-system-x86"}
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,18 @@ def resolve(build: BuildPlan, role: str, vswitch_kind: str = "testpmd") -> Progr
     env = tuple(sorted(build.env_for(role).items()))
     given = build.path(role)
     if given is None:
-        name = "ovs-vswitchd" if role == "vswitch" and vswitch_kind == "ovs-dpdk" else HOST_PROGRAMS[role]
-        return Program(role, host_binary(name), env, build.label)
+        if role == "vswitch" and vswitch_kind == "ovs-dpdk":
+            return Program(role, os.path.realpath(OVS_VSWITCHD), env, build.label)
+        return Program(role, host_binary(HOST_PROGRAMS[role]), env, build.label)
     problem = binary_problem(given)
     if problem:
         raise PlanError(f"builds.{build.label}.{role}: {problem}")
     return Program(role, os.path.realpath(given), env, build.label, given)
+
+
+def emulator_of(plan: LabPlan) -> str | None:
+    """The domain's ``<emulator>``: the build's QEMU, resolved and checked; None (libvirt's default) without."""
+    return resolve(plan.build, "qemu").path if plan.build.qemu else None
 
 
 def resolve_all(build: BuildPlan, roles: tuple[str, ...], vswitch_kind: str = "testpmd") -> dict[str, Program]:
