@@ -113,3 +113,40 @@ def test_a_bad_build_is_one_line_and_exit_2_with_nothing_started(no_leftovers, t
         assert len(lines) == 1, lines
         assert ("build" in lines[0]) and ("allowed" in lines[0]), lines[0]
     assert not db.exists()
+
+
+QEMU = "/usr/bin/qemu-system-x86_64"
+
+
+def test_a_qemu_build_redefines_the_domain_with_its_emulator(clean_lab, tmp_path, cli):
+    """A wrapper around the host's emulator as build ``wrapped``: `labctl up` defines and boots the domain with
+    that <emulator> (libvirt's live XML says so), `labctl down` leaves nothing."""
+    import libvirt
+
+    from tests.integration.conftest import LIBVIRT_URI
+
+    if not Path("/run/libvirt/libvirt-sock").exists():
+        pytest.skip("libvirtd is not running")
+    folder = Path(os.environ["LABCTL_RUN_DIR"]).parent / "qemu-build"
+    folder.mkdir(parents=True)
+    os.chmod(folder, 0o755)
+    wrapper = folder / "qemu-wrapped"
+    wrapper.write_text(f'#!/bin/sh\nexec {QEMU} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    data = yaml.safe_load((DOMAINS / "guest-vhostuser.yaml").read_text())
+    data.update(name="it-qbuild", uri=LIBVIRT_URI, builds={"wrapped": {"qemu": str(wrapper)}}, build="wrapped")
+    data.pop("sweep", None)
+    profile = tmp_path / "qbuild.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    code, out, err = cli("up", str(profile))
+    try:
+        assert code == 0, err
+        conn = libvirt.open(LIBVIRT_URI)
+        try:
+            xml = conn.lookupByName("labctl-it-qbuild").XMLDesc(0)
+        finally:
+            conn.close()
+        assert f"<emulator>{wrapper}</emulator>" in xml
+    finally:
+        down = cli("down", str(profile))
+        assert down[0] == 0, down[2]
