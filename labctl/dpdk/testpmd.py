@@ -74,6 +74,8 @@ class TestpmdOptions:
 
 
 def testpmd_binary() -> str:
+    """The host's dpdk-testpmd on PATH: what a Testpmd runs when it is given no binary (the labs pass the one
+    :mod:`labctl.lab.builds` resolved)."""
     path = shutil.which("dpdk-testpmd")
     if not path:
         raise WorkloadError("dpdk-testpmd is not installed (make setup installs Debian's dpdk-dev)")
@@ -83,11 +85,16 @@ def testpmd_binary() -> str:
 class Testpmd:
     """A running interactive testpmd; output is line-buffered (stdbuf) and kept in a log."""
 
-    def __init__(self, role: str, eal: EalOptions, app: TestpmdOptions, log_path: Path):
+    def __init__(self, role: str, eal: EalOptions, app: TestpmdOptions, log_path: Path, binary: str | None = None,
+                 env: dict[str, str] | None = None):
+        """``binary``: the testpmd to run (None: the host's); ``env``: variables added to its environment
+        only (a build's LD_LIBRARY_PATH), never to labctl's."""
         self.role = role
         self.eal = eal
         self.app = app
         self.log_path = log_path
+        self.binary = binary
+        self.env = dict(env or {})
         self.proc: subprocess.Popen | None = None
         self._lines: list[str] = []
         self._partial = ""
@@ -96,13 +103,16 @@ class Testpmd:
 
     @property
     def argv(self) -> list[str]:
-        return ["stdbuf", "-oL", "-eL", testpmd_binary(), *self.eal.argv(), "--", *self.app.argv()]
+        return ["stdbuf", "-oL", "-eL", self.binary or testpmd_binary(), *self.eal.argv(), "--", *self.app.argv()]
+
+    def _environ(self) -> dict[str, str] | None:
+        return {**os.environ, **self.env} if self.env else None
 
     def start(self) -> int:
         make_dir(self.log_path.parent)
         self._log = open_new(self.log_path)
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, bufsize=0, start_new_session=True)
+                                     stderr=subprocess.STDOUT, bufsize=0, start_new_session=True, env=self._environ())
         self._reader = threading.Thread(target=self._read, name=f"testpmd-{self.role}", daemon=True)
         self._reader.start()
         return self.proc.pid
@@ -115,7 +125,7 @@ class Testpmd:
         make_dir(self.log_path.parent)
         with open_new(self.log_path) as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, env=self._environ())
         return self.proc.pid
 
     def wait_paths(self, paths: list[Path], timeout_s: float = 60.0,

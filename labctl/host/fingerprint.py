@@ -25,14 +25,17 @@ def _static() -> dict:
             "dpdk": dpdk_version()}
 
 
-def fingerprint(lab: str, pins: dict, shared_cores: bool, hugepages: bool, accel: str | None = None) -> Environment:
+def fingerprint(lab: str, pins: dict, shared_cores: bool, hugepages: bool, accel: str | None = None,
+                binaries: dict | None = None) -> Environment:
+    """``binaries``: role -> {path, sha256, version, build} of every program the lab ran
+    (``labctl.lab.builds``), the record's ``env.binaries``."""
     if accel is None:
         accel = "none" if lab == "embedded" else kvm_status().accel
     static = _static()
     if os.environ.get("LABCTL_HOST"):
         static = {**static, "host": os.environ["LABCTL_HOST"]}
     return Environment(**static, accel=accel, lab=lab, pins=pins, shared_cores=shared_cores,
-                       hugepages=hugepages)
+                       hugepages=hugepages, binaries=binaries or {})
 
 
 def cpu_hz() -> float | None:

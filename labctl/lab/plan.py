@@ -240,6 +240,37 @@ def _tcp(profile: Profile) -> TcpPlan | None:
 
 
 @dataclass(frozen=True)
+class BuildPlan:
+    """The build a trial runs (``build`` of ``builds``): its label and, per role, the binary it gives (None:
+    the host's) as the profile wrote it; ``labctl.lab.builds`` resolves, checks, hashes and versions them.
+    ``env`` goes to the processes of the roles it gives a binary for (to every DPDK role when it gives none)."""
+
+    label: str | None = None
+    qemu: str | None = None
+    vswitch: str | None = None
+    forwarder: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    def path(self, role: str) -> str | None:
+        return getattr(self, role)
+
+    def env_for(self, role: str) -> dict[str, str]:
+        """The environment this build adds to ``role``'s process (QEMU's: none, libvirt starts it)."""
+        if role == "qemu" or not self.env:
+            return {}
+        gives_any = any(getattr(self, r) for r in ("vswitch", "forwarder", "qemu"))
+        return dict(self.env) if not gives_any or getattr(self, role) else {}
+
+
+def _build(profile: Profile) -> BuildPlan:
+    if profile.build is None:
+        return BuildPlan()
+    b = profile.builds[profile.build]
+    return BuildPlan(label=profile.build, qemu=b.qemu, vswitch=b.vswitch, forwarder=b.forwarder,
+                     env=tuple(sorted(b.env.items())))
+
+
+@dataclass(frozen=True)
 class LabPlan:
     name: str
     lab: str  # embedded | libvirt
@@ -260,6 +291,7 @@ class LabPlan:
     peer_nics: tuple[NicPlan, ...] = ()  # vm2vm: guest B's NICs (its sockets beside A's)
     workload_kind: str = "forward"  # forward | tcp_stream | tcp_rr
     tcp: TcpPlan | None = None  # the tcp kinds' sessions, direction, addresses and ports
+    build: BuildPlan = field(default_factory=BuildPlan)  # the binaries it runs (builds: / build)
 
     @property
     def file_prefix(self) -> str:
@@ -278,10 +310,14 @@ class LabPlan:
     def domain_key(self) -> tuple:
         """What a libvirt guest must be booted (or its host side restarted) to change: its size, its NICs
         and the vswitch PMD cores, and its stack (DPDK forwarder or kernel driver). vCPU and emulator pins
-        are applied live, the workload per trial."""
-        return (self.lab, self.vcpus, self.memory_mib, self.hugepages,
-                tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
-                self.generator.kind, self.vswitch.kind, self.topology, self.stack)
+        are applied live, the workload per trial. A build's binaries too: its QEMU is the domain's
+        <emulator> (re-defined), its vswitch the host side (restarted), its forwarder the appliance's
+        (another image); a plan without a build keeps the key it had before builds existed."""
+        key = (self.lab, self.vcpus, self.memory_mib, self.hugepages,
+               tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
+               self.generator.kind, self.vswitch.kind, self.topology, self.stack)
+        binaries = replace(self.build, label=None)  # the label alone changes no process
+        return key if binaries == BuildPlan() else (*key, binaries)
 
     @property
     def stack(self) -> str:
@@ -310,7 +346,7 @@ def is_domain_knob(path: str) -> bool:
     """Whether a knob (``guest.nics.*.rx_queue_size``, ``workload.burst``) needs a guest boot to change.
     Other ``workload.*`` knobs are applied per trial: the forwarder's settings, and the tcp kinds' sessions,
     direction and ``guest_queues`` (``ethtool -L`` in the running guest)."""
-    if path in ("backend", "uri", "name", "topology", "workload.generator") or path.startswith("vswitch."):
+    if path in ("backend", "uri", "name", "topology", "workload.generator", "build") or path.startswith("vswitch."):
         # the generator and the vswitch are the guest's host side (workload.kind between tcp_stream and
         # tcp_rr is live; to or from forward it changes the guest's stack, which domain_key() holds)
         return True
@@ -384,4 +420,5 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
                    vcpus=profile.guest.vcpus, memory_mib=profile.guest.memory_mib,
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,
                    pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s,
-                   topology=profile.topology, peer_nics=peers, workload_kind=w.kind, tcp=_tcp(profile))
+                   topology=profile.topology, peer_nics=peers, workload_kind=w.kind, tcp=_tcp(profile),
+                   build=_build(profile))

@@ -7,6 +7,7 @@ A sweep is a run in the result store with its plan (one entry per trial, in exec
 from __future__ import annotations
 
 import copy
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,21 +27,41 @@ from labctl.results.store import Store
 MAX_REPEAT = 100
 
 
-def build_plan(sweep: dict[str, list[Any]], repeat: int, fewest_boots: bool = False) -> list[dict[str, Any]]:
+ORDERS = ("interleaved", "random")
+
+
+def build_plan(sweep: dict[str, list[Any]], repeat: int, fewest_boots: bool = False, order: str = "interleaved",
+               seed: int | None = None) -> list[dict[str, Any]]:
     """Every configuration once per repeat, configurations interleaved: seq = repeat * n + index.
 
     ``fewest_boots`` (libvirt guests): inside a repeat cycle, configurations that share a domain
     (:func:`labctl.lab.plan.is_domain_knob`) come one after another, and every other cycle runs in
     reverse, so a cycle starts with the domain the last one ended with: a sweep of D domains and W
-    workload settings boots D times in its first cycle and D - 1 in each later one."""
+    workload settings boots D times in its first cycle and D - 1 in each later one.
+
+    The knob ``build`` varies fastest of all: the builds alternate within every repeat (A B A B, each
+    configuration of the other knobs measured on every build back to back, never all of A and then all of
+    B), at the price of a restart (or a re-defined domain) per trial, as CSIT's per-patch A/B does.
+
+    ``order`` random: each repeat's configurations are shuffled with ``random.Random(seed)`` (the same
+    seed gives the same plan)."""
+    if order not in ORDERS:
+        raise KnobError(f"--order {order}: not an order (allowed: {', '.join(ORDERS)})")
     combos = list(crossed(sweep))
+    index = {k: {repr(v): i for i, v in enumerate(values)} for k, values in sweep.items()}
+    # first knob varies slowest (crossed's order), except build, which varies fastest
+    names = [k for k in sweep if k != "build"] + (["build"] if "build" in sweep else [])
     if fewest_boots:
-        domain = [k for k in sweep if is_domain_knob(k)]
-        order = {k: {repr(v): i for i, v in enumerate(sweep[k])} for k in domain}
-        combos.sort(key=lambda c: tuple(order[k][repr(c[k])] for k in domain))
+        domain = [k for k in names if is_domain_knob(k) and k != "build"]
+        names = domain + [k for k in names if k not in domain]
+    combos.sort(key=lambda c: tuple(index[k][repr(c[k])] for k in names))
+    rng = random.Random(seed) if order == "random" else None
     plan = []
     for r in range(repeat):
         cycle = combos if r % 2 == 0 or not fewest_boots else list(reversed(combos))
+        if rng is not None:
+            cycle = list(cycle)
+            rng.shuffle(cycle)
         plan += [{"seq": r * len(combos) + i, "config": combo, "repeat_index": r} for i, combo in enumerate(cycle)]
     return plan
 
@@ -71,8 +92,8 @@ def check_repeat(repeat: int | None) -> None:
 
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
               runner: TrialRunner = _default_runner, steadiness_s: float | None = None,
-              on_event: OnEvent | None = None, search: SearchSettings | None = None, wait: bool = True
-              ) -> SweepResult:
+              on_event: OnEvent | None = None, search: SearchSettings | None = None, wait: bool = True,
+              order: str | None = None, seed: int | None = None) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
@@ -80,8 +101,18 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
     created; an interrupted probe leaves nothing behind); when it is unsteady, every trial of this
     sitting carries the probe's warning. ``search``: every configuration's trial is an NDR/PDR search
     (:func:`labctl.measure.ndr.ndr_trial`), its measurements stored beside it (not counted as done:
-    progress counts plan entries)."""
+    progress counts plan entries). ``order``/``seed``: the order within each repeat (:func:`build_plan`;
+    None: the profile's ``order`` and ``seed``); a random order without a seed draws one, and both are
+    recorded in the run's info (``order``, ``seed``)."""
     check_repeat(repeat)
+    order = order or loaded.profile.order
+    if order not in ORDERS:
+        raise KnobError(f"--order {order}: not an order (allowed: {', '.join(ORDERS)})")
+    seed = seed if seed is not None else loaded.profile.seed
+    if seed is not None and not 0 <= seed < 2**32:
+        raise KnobError(f"--seed {seed}: out of range (allowed: 0..{2**32 - 1})")
+    if order == "random" and seed is None:
+        seed = random.SystemRandom().randrange(2**32)
     if steadiness_s is not None:
         from labctl.host.steadiness import check_arguments
 
@@ -104,10 +135,13 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                    message=result.steadiness.describe())
         host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
         base = base_data(loaded)
-        plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt")
+        plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt",
+                                            order, seed)
         with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
                 LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
             result.run_id = session.run_id
+            if not resume and (order != "interleaved" or "build" in profile.sweep):
+                session.store.update_run_info(session.run_id, order=order, seed=seed)
             todo = session.store.missing_plan(session.run_id) if resume else plan
             if resume:
                 base = session.store.run(session.run_id)["profile"]

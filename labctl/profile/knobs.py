@@ -120,12 +120,19 @@ def with_knobs(data: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: Top-level profile fields that are not a trial's configuration: the sweep matrix, the table of builds
+#: (each trial's binaries are recorded in its environment, ``env.binaries``) and the sweep's order.
+NOT_CONFIG = ("sweep", "builds", "order", "seed")
+
+
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    """{'guest': {'vcpus': 2}} -> {'guest.vcpus': 2}; lists by index. Sweep is left out."""
+    """{'guest': {'vcpus': 2}} -> {'guest.vcpus': 2}; lists by index. The sweep, the builds table and the
+    order are left out, and so is ``build`` when no build is chosen (the host's binaries: configurations
+    recorded before builds existed pair with it)."""
     out: dict[str, Any] = {}
     if isinstance(data, dict):
         for key, value in data.items():
-            if not prefix and key == "sweep":
+            if not prefix and (key in NOT_CONFIG or (key == "build" and value is None)):
                 continue
             out.update(flatten(value, f"{prefix}{key}."))
     elif isinstance(data, list):

@@ -34,12 +34,15 @@ def _short(value: Any) -> str:
 def _model_fields_at(loc: tuple[Any, ...]) -> list[str] | None:
     """The field names allowed at ``loc`` (a location inside Profile), for 'unknown key' messages."""
     model: Any = Profile
+    keyed = False  # the part before named a map of models (builds): this part is one of its keys
     for part in loc:
-        if isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
+        if keyed or isinstance(part, int) or (isinstance(part, str) and part.isdigit()):
+            keyed = False
             continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
             return None
         annotation = model.model_fields[part].annotation
+        keyed = typing.get_origin(annotation) is dict
         for candidate in (annotation, *typing.get_args(annotation)):
             inner = typing.get_args(candidate)
             for sub in (candidate, *inner):

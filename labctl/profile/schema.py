@@ -102,6 +102,21 @@ class Vswitch(Model):
     socket_mem_mib: int = 256  # other_config:dpdk-socket-mem (and -limit), MiB of 2 MiB pages
 
 
+class Build(Model):
+    """One build of the lab's programs (``builds:``): a path per role it replaces, and the environment of
+    those processes. A role it leaves out runs the host's binary (found on PATH, or libvirt's emulator)."""
+
+    qemu: str | None = None  # the emulator libvirt starts (the domain's <emulator>)
+    vswitch: str | None = None  # ovs-vswitchd (vswitch.kind ovs-dpdk) or the host-side testpmd (testpmd)
+    forwarder: str | None = None  # the guest's testpmd: the embedded lab's process, or the appliance's binary
+    #: environment of this build's processes (LD_LIBRARY_PATH of a build tree, a DPDK plugin directory)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+#: The roles a build may give a binary for.
+BUILD_ROLES = ("qemu", "vswitch", "forwarder")
+
+
 class Profile(Model):
     name: str
     backend: Literal["libvirt", "embedded"] = "libvirt"
@@ -110,8 +125,14 @@ class Profile(Model):
     vswitch: Vswitch = Field(default_factory=Vswitch)
     guest: Guest = Field(default_factory=Guest)
     workload: Workload = Field(default_factory=Workload)
+    builds: dict[str, Build] = Field(default_factory=dict)  # name -> build; the knob ``build`` picks one
+    build: str | None = None  # a key of ``builds`` (None: the host's binaries)
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict)
     repeat: int = 1
+    #: the order of a sweep's trials within each repeat: interleaved (fewest restarts, builds alternating)
+    #: or random (shuffled per repeat with ``seed``, recorded in the run's plan)
+    order: Literal["interleaved", "random"] = "interleaved"
+    seed: int | None = None
 
     @property
     def libvirt_uri(self) -> str:

@@ -36,6 +36,9 @@ class Environment(_Model):
     #: the virtio-net backend of the guest's NICs: vhost-user, vhost-net (the kernel's vhost worker) or
     #: userspace (QEMU's own, where the host has no /dev/vhost-net); None where unknown or no guest
     virtio_backend: Literal["vhost-user", "vhost-net", "userspace"] | None = None
+    #: every program the lab ran, by role (forwarder, vswitch, qemu): {path (symlinks resolved), sha256,
+    #: version, build (the label of ``builds``, None: the host's)}
+    binaries: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Metrics(_Model):

@@ -22,6 +22,7 @@ from labctl.dpdk.testpmd import Testpmd
 from labctl.errors import WorkloadError
 from labctl.host.fingerprint import fingerprint
 from labctl.host.threads import dpdk_worker_pins
+from labctl.lab.builds import Resolved, resolve
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.dpdk.runtime import start_recorded
 from labctl.lab.embedded.vswitch import connect_ports, vswitch_testpmd
@@ -66,10 +67,14 @@ class EmbeddedLab:
         self.pids: dict[str, int] = {}
         self._telemetry: list[Telemetry] = []
         self.paced = PacedRunner(self)
+        self.programs = Resolved()  # the binaries it runs (the plan's build, else the host's), recorded
 
     def start(self) -> None:
         plan, state = self.plan, self.state
         t0 = time.monotonic()
+        # resolved before anything is created: a build's path that went bad since validation stops here
+        forwarder = self.programs.add(resolve(plan.build, "forwarder"))
+        host = self.programs.add(resolve(plan.build, "vswitch")) if plan.generator.kind != "labgen" else None
         state.make_dirs(plan.dirs.run, plan.dirs.log)
         hugedir = None
         if plan.hugepages:
@@ -80,13 +85,13 @@ class EmbeddedLab:
                 hugedir = grant.mount
         self.hugepages = hugedir is not None
         # the guest's ports listen and the host side connects to them (see labctl.lab.embedded.vswitch)
-        self.guest = guest = guest_forwarder(plan, hugedir, server=True)
+        self.guest = guest = guest_forwarder(plan, hugedir, server=True, program=forwarder)
         sockets = [nic.socket for nic in plan.nics if nic.socket is not None]
         if plan.generator.kind == "labgen":
             self.generator = vhost_client_labgen(sockets, plan.generator.queues, f"{plan.file_prefix}-gen",
                                                  list(plan.generator.workers), hugedir, plan.dirs.log / "labgen.log")
         else:
-            self.vswitch = vswitch_testpmd(plan, hugedir, client=True)
+            self.vswitch = vswitch_testpmd(plan, hugedir, client=True, program=host)
         for sock in sockets:
             state.record("path", str(sock))
             remove_stale(sock)  # the guest binds it; a stale file (or a planted symlink) would fail or fool that
@@ -153,7 +158,7 @@ class EmbeddedLab:
         return {**dpdk_worker_pins("vswitch", self.pids[host]), **dpdk_worker_pins("guest", self.pids["guest"])}
 
     def environment(self, pins: dict[str, str], shared: bool):
-        return fingerprint("embedded", pins, shared, self.hugepages)
+        return fingerprint("embedded", pins, shared, self.hugepages, binaries=self.programs.record())
 
     def details(self) -> dict[str, Any]:
         who = "labgen" if self.generator is not None else "testpmd flowgen"

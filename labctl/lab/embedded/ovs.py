@@ -22,6 +22,7 @@ from labctl.dpdk.labgen import labgen_process
 from labctl.dpdk.telemetry import Telemetry
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
+from labctl.lab.builds import resolve
 from labctl.lab.embedded.forwarder import guest_forwarder
 from labctl.lab.embedded.lab import EmbeddedLab
 from labctl.dpdk.runtime import start_recorded
@@ -45,7 +46,8 @@ class OvsEmbeddedLab(OvsPvpHostSide, EmbeddedLab):
             raise WorkloadError("hugepages for the guest and the generator could not be reserved beside OVS's")
         self.hugepages = True
         self.timings["host_ready_s"] = time.monotonic() - t0
-        self.guest = guest = guest_forwarder(plan, mount, server=True)
+        self.guest = guest = guest_forwarder(plan, mount, server=True,
+                                             program=self.programs.add(resolve(plan.build, "forwarder")))
         vdevs = [f"net_virtio_user{i},path={devarg_path(sock)},queues={plan.generator.queues},queue_size=1024,server=1"
                  for i, sock in enumerate(gen_sockets)]
         self.pids["guest"] = start_recorded(state, guest)

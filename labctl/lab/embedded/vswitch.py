@@ -22,6 +22,7 @@ from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions
 from labctl.errors import WorkloadError
 from labctl.host.sockets import unix_listening
+from labctl.lab.builds import Program
 from labctl.lab.plan import LabPlan, NicPlan
 
 #: A network device name as the kernel allows it (IFNAMSIZ 16: up to 15 characters, no '/' or spaces).
@@ -49,9 +50,10 @@ def host_ports(plan: LabPlan, client: bool = False, ifaces: dict[int, str] | Non
 
 def vswitch_testpmd(plan: LabPlan, hugepages_dir: Path | None, client: bool = False,
                     forward_mode: str = "flowgen", stats_period_s: int | None = None,
-                    vdevs: list[str] | None = None) -> Testpmd:
+                    vdevs: list[str] | None = None, program: Program | None = None) -> Testpmd:
     """The vswitch of ``plan``: ``client`` (embedded lab) connects to listening guests; otherwise its
-    ports are vhost-user servers that QEMU connects to. ``vdevs``: other host ports (:func:`host_ports`)."""
+    ports are vhost-user servers that QEMU connects to. ``vdevs``: other host ports (:func:`host_ports`);
+    ``program``: the vswitch's binary and environment (:func:`labctl.lab.builds.resolve`; None: the host's)."""
     vs = plan.vswitch
     vdevs = host_ports(plan, client) if vdevs is None else vdevs
     eal = EalOptions(file_prefix=f"{plan.file_prefix}-vs", lcores=lcores_argument(list(vs.pmds)), vdevs=vdevs,
@@ -65,7 +67,8 @@ def vswitch_testpmd(plan: LabPlan, hugepages_dir: Path | None, client: bool = Fa
         eal.log_levels.append("lib.vhost.config:warning")
     app = TestpmdOptions(forward_mode=forward_mode, nb_cores=len(vs.pmds), rxq=vs.queues, txq=vs.queues,
                          burst=vs.burst, total_mbufs=vs.mbufs, extra=extra, stats_period_s=stats_period_s)
-    return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log")
+    return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log",
+                   binary=program.path if program else None, env=dict(program.env) if program else None)
 
 
 def connect_ports(vswitch: Testpmd, listener: Testpmd, sockets: list[Path], timeout_s: float = 60.0) -> None:

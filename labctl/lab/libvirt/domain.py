@@ -27,13 +27,14 @@ from typing import Any, Callable
 
 from labctl import signals
 from labctl.dpdk.testpmd import FwdStats
-from labctl.errors import HypervisorError, UserError, WorkloadError
+from labctl.errors import HypervisorError, PlanError, UserError, WorkloadError
 from labctl.host.cpuset import online_cpus, parse_cpuset
 from labctl.host.facts import kvm_status
 from labctl.host.threads import qemu_pid, qemu_thread_pins
 from labctl.lab.ledger import LabState
 from labctl.lab.libvirt import hypervisor
 from labctl.lab.libvirt.channel import CHANNEL_NAME, GuestChannel
+from labctl.lab.builds import Program, emulator_of, resolve
 from labctl.lab.libvirt.domxml import RenderContext, render
 from labctl.lab.libvirt.negotiation import compare_nics
 from labctl.lab.plan import LabPlan
@@ -143,6 +144,7 @@ class GuestDomain:
         self.domain_type = ""
         self.qemu_pid: int | None = None
         self._pins_applied: tuple | None = None
+        self.qemu: Program | None = None  # the emulator it ran (a build's <emulator>, else the host's)
 
     def boot(self, host_side: Callable[[], None] | None = None) -> float:
         """Define and start the domain and answer the guest's HELLO. ``host_side`` runs once the domain's
@@ -151,6 +153,10 @@ class GuestDomain:
         from labctl.lab.libvirt.appliance import cache as appliance
 
         plan, state = self.plan, self.state
+        if plan.build.forwarder is not None:
+            raise PlanError(f"builds.{plan.build.label}.forwarder: a libvirt guest's appliance with a build's "
+                            "forwarder is not supported yet (allowed: backend embedded for a forwarder build)")
+        self.qemu = resolve(plan.build, "qemu")  # a build's path checked again before anything is created
         image = appliance.cached()
         if image is None:
             self.phase("building the workload appliance (first use; cached afterwards)")
@@ -158,7 +164,7 @@ class GuestDomain:
         cmdline = image.cmdline("serve", macs=",".join(n.mac for n in plan.nics), channel=CHANNEL_NAME,
                                 **self.serve_params)
         ctx = replace(render_context(self.uri, cmdline, image, control_channel=CHANNEL_NAME),
-                      vhost_net=self.vhost_net)
+                      vhost_net=self.vhost_net, emulator=emulator_of(plan))
         self.domain_type = ctx.domain_type
         xml = render(plan, ctx)
         t0 = time.monotonic()

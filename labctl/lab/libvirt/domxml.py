@@ -26,6 +26,7 @@ class RenderContext:
     extra_cmdline: tuple[str, ...] = field(default_factory=tuple)
     control_channel: str | None = None  # a virtio-serial port of this name, its socket made by libvirt
     vhost_net: bool = False  # tap/network NICs on the kernel's vhost-net worker (the host has /dev/vhost-net)
+    emulator: str | None = None  # a build's QEMU (<emulator>, resolved); None: libvirt's default emulator
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -111,6 +112,8 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
     _sub(domain, "on_crash", "destroy")
 
     devices = _sub(domain, "devices")
+    if ctx.emulator is not None:
+        _sub(devices, "emulator", ctx.emulator)  # libvirt formatdomain.html#devices: the first device
     for nic in plan.nics:
         _interface(devices, nic, ctx.vhost_net, qemu_server=plan.vswitch.kind == "ovs-dpdk")
     serial = _sub(devices, "serial", type="file")

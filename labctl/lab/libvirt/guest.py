@@ -29,6 +29,7 @@ from labctl.dpdk.testpmd import Testpmd
 from labctl.errors import WorkloadError
 from labctl.host.fingerprint import fingerprint
 from labctl.host.threads import dpdk_worker_pins
+from labctl.lab.builds import Resolved, resolve
 from labctl.lab.embedded.lab import wait_links
 from labctl.dpdk.runtime import start_recorded
 from labctl.lab.embedded.vswitch import host_ports, vswitch_testpmd
@@ -73,6 +74,7 @@ class GuestLab:
         self.boot_s = 0.0
         self.booted_now = False
         self._telemetry: Telemetry | None = None
+        self.programs = Resolved()  # the binaries it runs, recorded (env.binaries)
 
     # -- the domain's facts, as the record and the subclasses read them ---------------------------
 
@@ -135,6 +137,10 @@ class GuestLab:
             self._start_host_side(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
 
         t0 = self.domain.boot(vhost_user_servers if plan.vhostuser_nics and self.own_host_side else None)
+        if self.domain.qemu is not None:
+            self.programs.add(self.domain.qemu)
+        if plan.stack == "dpdk":  # the appliance carries the host's testpmd (domain.py refuses a forwarder build)
+            self.programs.add(resolve(plan.build, "forwarder"))
         if self.domain.qemu_pid:
             self.pids["qemu"] = self.domain.qemu_pid
         return t0
@@ -152,7 +158,8 @@ class GuestLab:
             self.generator.connect()
             proc: Any = self.generator
         else:
-            self.vswitch = vswitch_testpmd(plan, None, vdevs=vdevs)
+            program = self.programs.add(resolve(plan.build, "vswitch"))
+            self.vswitch = vswitch_testpmd(plan, None, vdevs=vdevs, program=program)
             self.pids["vswitch"] = start_recorded(self.state, self.vswitch)
             self.vswitch.wait_ready()
             self._telemetry = Telemetry.connect(self.vswitch.eal.file_prefix)
@@ -254,7 +261,7 @@ class GuestLab:
 
     def environment(self, pins: dict[str, str], shared: bool):
         accel = "kvm" if self.domain_type == "kvm" else "tcg"
-        return fingerprint("libvirt", pins, shared, self.hugepages, accel=accel)
+        return fingerprint("libvirt", pins, shared, self.hugepages, accel=accel, binaries=self.programs.record())
 
     def details(self) -> dict[str, Any]:
         return {"nics": self.negotiated, "host_side": self.host_side, "guest": self.ready,

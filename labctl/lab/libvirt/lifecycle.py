@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from labctl import signals
 from labctl.lab.libvirt import hypervisor
 from labctl.events import OnEvent, notify
+from labctl.lab.builds import emulator_of
 from labctl.lab.libvirt.domain import give_to_qemu, render_context
 from labctl.lab.libvirt.domxml import RenderContext, render
 from labctl.lab.plan import LabPlan, derive
@@ -55,7 +56,7 @@ def render_profile(profile: Profile, uri: str | None = None, guest: str = "a") -
         if plan.topology != "vm2vm":
             raise UserError(f"--guest b: only a vm2vm profile has a guest B (topology {plan.topology}; allowed: a)")
         plan = plan.peer()
-    return render(plan, render_context(uri or profile.libvirt_uri))
+    return render(plan, replace(render_context(uri or profile.libvirt_uri), emulator=emulator_of(plan)))
 
 
 def appliance_cmdline(plan: LabPlan, appliance: Any, mode: str) -> str:
@@ -93,7 +94,7 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
             phase("building the workload appliance (first use; cached afterwards)")
             appliance = appliance_mod.build()
     ctx = render_context(uri, appliance_cmdline(plan, appliance, mode) if appliance else None, appliance)
-    xml = render(plan, ctx)
+    xml = render(plan, replace(ctx, emulator=emulator_of(plan)))
     with stoppable(), locked(profile.name) as state:
         if state.find("domain") or hypervisor.lookup(uri, profile.domain_name) is not None:
             raise UserError(f"{profile.name}: already up on {uri} (run `labctl down {loaded.source}` first)")

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from labctl.lab.builds import OVS_VSWITCHD
+
 OVSDB_TOOL = "ovsdb-tool"
 OVSDB_SERVER = "ovsdb-server"
-VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"  # Debian's DPDK build (not the alternative)
+VSWITCHD = OVS_VSWITCHD  # Debian's DPDK build (not the alternative): the host's vswitch of kind ovs-dpdk
 VSCTL = "ovs-vsctl"
 APPCTL = "ovs-appctl"
 OFCTL = "ovs-ofctl"
@@ -164,13 +166,13 @@ def ovsdb_server(paths: OvsPaths) -> list[str]:
     return [OVSDB_SERVER, str(paths.db), f"--remote=punix:{paths.db_socket}", *_daemon_options(paths, "ovsdb-server")]
 
 
-def vswitchd(paths: OvsPaths) -> list[str]:
+def vswitchd(paths: OvsPaths, binary: str = VSWITCHD) -> list[str]:
     """In a network namespace of its own (``unshare --net`` execs it: same pid). The netdev datapath makes
     persistent taps named after its datapath (``ovs-netdev``, one name per host) and each bridge; in the
     host's namespace a second instance fails ("creating tap device failed: Device or resource busy") and
     a killed one leaves them. In its own namespace they die with the process. Its sockets are files:
-    vhost-user, DB and unixctl connections cross namespaces."""
-    return [UNSHARE, "--net", "--", VSWITCHD, paths.db_remote, *_daemon_options(paths, "ovs-vswitchd")]
+    vhost-user, DB and unixctl connections cross namespaces. ``binary``: a build's ovs-vswitchd."""
+    return [UNSHARE, "--net", "--", binary, paths.db_remote, *_daemon_options(paths, "ovs-vswitchd")]
 
 
 def vsctl(paths: OvsPaths, *args: str, wait: bool = True) -> list[str]:

@@ -28,6 +28,7 @@ from labctl.errors import KnobError, PlanError, WorkloadError
 from labctl.host.cpuset import online_cpus, parse_cpuset
 from labctl.owner import process_started
 from labctl.host.sockets import unix_listening
+from labctl.lab.builds import resolve
 from labctl.lab.hugepages import reserve
 from labctl.lab.ledger import LabState
 from labctl.lab.ovs import commands as cmd
@@ -92,7 +93,10 @@ class OvsSwitch:
 
     def __init__(self, name: str, state: LabState, run_dir: Path, log_dir: Path,
                  pmd_cpus: frozenset[int] | None, hugepages_mount: Path,
-                 socket_mem_mb: int = cmd.DEFAULT_SOCKET_MEM_MB, lcore_cpus: frozenset[int] | None = None):
+                 socket_mem_mb: int = cmd.DEFAULT_SOCKET_MEM_MB, lcore_cpus: frozenset[int] | None = None,
+                 vswitchd: str = cmd.VSWITCHD, vswitchd_env: dict[str, str] | None = None):
+        """``vswitchd``/``vswitchd_env``: the ovs-vswitchd to run and the variables only its process gets (a
+        build's, :func:`labctl.lab.builds.resolve`; by default Debian's DPDK build)."""
         online = online_cpus()
         for cpus, what in ((pmd_cpus, "PMD"), (lcore_cpus, "lcore")):
             if cpus is not None and not cpus <= online:
@@ -105,6 +109,8 @@ class OvsSwitch:
         self._procs: dict[str, subprocess.Popen] = {}
         self._baseline: dict[str, dict[str, int]] | None = None
         self._env = {**os.environ, **self.config.env()}
+        self.vswitchd = vswitchd
+        self._vswitchd_env = {**self._env, **(vswitchd_env or {})}
 
     @property
     def paths(self) -> cmd.OvsPaths:
@@ -153,7 +159,7 @@ class OvsSwitch:
         with open(self.paths.console(daemon), "w", encoding="utf-8") as console:
             proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GATE, binary, *argv[1:]],
                                     stdin=subprocess.PIPE, stdout=console, stderr=subprocess.STDOUT,
-                                    env=self._env, cwd=self.paths.root, start_new_session=True)
+                                    env=self._vswitchd_env if daemon == "ovs-vswitchd" else self._env, cwd=self.paths.root, start_new_session=True)
         self._procs[daemon] = proc
         try:
             self.state.record("process", str(proc.pid), role=daemon, started=process_started(proc.pid))
@@ -207,7 +213,7 @@ class OvsSwitch:
         for path in (paths.ctl("ovs-vswitchd"), paths.pidfile("ovs-vswitchd"), paths.mgmt(self.bridge),
                      paths.snoop(self.bridge)):
             record("path", str(path))
-        self._launch("ovs-vswitchd", cmd.vswitchd(paths))
+        self._launch("ovs-vswitchd", cmd.vswitchd(paths, self.vswitchd))
         self._wait("ovs-vswitchd", "DPDK was initialised", self._dpdk_initialized, timeout_s)
         self._run(cmd.add_bridge(self.config))
         return self
@@ -391,8 +397,10 @@ class OvsPvpHostSide(OvsWindow):
 
         plan, state = self.plan, self.state
         pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
+        program = self.programs.add(resolve(plan.build, "vswitch", "ovs-dpdk"))
         self.switch = switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
-                                         socket_mem_mb=plan.vswitch.socket_mem_mb)
+                                         socket_mem_mb=plan.vswitch.socket_mem_mb, vswitchd=program.path,
+                                         vswitchd_env=dict(program.env))
         switch.start()
         gen_sockets = [self.gen_socket(nic.index) for nic in plan.nics]
         for sock in [nic.socket for nic in plan.nics] + gen_sockets:
