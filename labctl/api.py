@@ -157,17 +157,18 @@ def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelSco
 
 def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None = None, resume: bool = False,
           steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None,
-          metric: str = "mpps", wait: bool = True):
+          metric: str = "mpps", wait: bool = True, order: str | None = None, seed: int | None = None):
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes.
     ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
-    configuration and repeat; its measurements are stored too)."""
+    configuration and repeat; its measurements are stored too). ``order``/``seed``: the order within a
+    repeat (``interleaved``, or ``random`` with a seed recorded in the run; default: the profile's)."""
     from labctl.measure.sweep import run_sweep
 
     metric = measure_metric(metric)
     settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
         return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
-                         wait=wait)
+                         wait=wait, order=order, seed=seed)
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")

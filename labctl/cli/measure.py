@@ -52,6 +52,10 @@ def sweep(file: Path, db: Path = DB,
                                                           "if unsteady, every trial carries the warning"),
           metric: str = typer.Option("mpps", "--metric", help="mpps (a trial at the profile's rate) | ndr | pdr "
                                                             "(an NDR/PDR search per configuration)"),
+          order: Optional[str] = typer.Option(None, "--order", help="interleaved | random: the order within a "
+                                              "repeat (default: the profile's order, interleaved)"),
+          seed: Optional[int] = typer.Option(None, "--seed", help="the seed of --order random (recorded in the run; "
+                                             "default: drawn)"),
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
           no_wait: bool = NO_WAIT) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
@@ -66,11 +70,11 @@ def sweep(file: Path, db: Path = DB,
         say(warning.render(str(file)))
     if as_json:
         result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=notes_printer, metric=metric,
-                           wait=not no_wait)
+                           wait=not no_wait, order=order, seed=seed)
     else:
         with SweepProgress() as progress:
             result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=progress, metric=metric,
-                               wait=not no_wait)
+                               wait=not no_wait, order=order, seed=seed)
     summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
     if result.steadiness is not None:
         summary["steadiness"] = result.steadiness.to_dict(samples=False)

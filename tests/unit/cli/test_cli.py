@@ -161,3 +161,10 @@ def test_help_paragraphs_are_one_line_each():
         paragraphs = inspect.cleandoc(command.help or "").partition("\f")[0].split("\n\n")
         ragged += [f"{name}: {paragraph[:40]!r}" for paragraph in paragraphs if "\n" in paragraph.strip()]
     assert not ragged, ragged
+
+
+def test_sweep_order_is_checked_before_any_work(cli, tmp_path):
+    db = tmp_path / "order.db"
+    code, _, err = cli("sweep", str(DOMAINS / "quick.yaml"), "--db", str(db), "--order", "bogus")
+    assert code == 2 and err.strip() == "--order bogus: not an order (allowed: interleaved, random)"
+    assert not db.exists()
