@@ -45,7 +45,7 @@ def rule_text(rule_id: str) -> str:
 
     for rule in RULES:
         if rule.id == rule_id:
-            return f"rule {rule.id}: {rule.reason} ({rule.source})"
+            return f"rule {rule.id}: {rule.reason.rstrip('.')} ({rule.source})"
     return f"rule {rule_id}"
 
 
