@@ -45,7 +45,7 @@ def _parse(data: bytes, source: str) -> etree._ElementTree:
     try:
         tree = etree.ElementTree(etree.fromstring(data, safe_parser()))
     except etree.XMLSyntaxError as exc:
-        message = str(exc).splitlines()[0] if str(exc) else "syntax error"
+        message = re.sub(r" \(<string>, line \d+\)$", "", str(exc).splitlines()[0] if str(exc) else "syntax error")
         raise DomainXmlError(f"{source}: not well-formed XML: {message}") from None
     if tree.docinfo.internalDTD is not None or tree.docinfo.doctype:
         raise DomainXmlError(f"{source}: a DOCTYPE or entity declaration is not allowed in domain XML "

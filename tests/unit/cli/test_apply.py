@@ -80,3 +80,22 @@ def test_bad_arguments(cli, tmp_path, monkeypatch, args, message):
 def test_emit_with_an_unknown_form_is_refused_before_the_advice(cli, tmp_path):
     code, _, stderr = cli("advise", "--db", str(tmp_path / "none.db"), "--emit", "chef")
     assert code == 2 and "--emit chef: not a form labctl writes (allowed: libvirt, nova, kubevirt, ansible)" in stderr
+
+
+def test_a_tuned_profile_applies_its_nics_and_pins(cli, tmp_path, write_profile):
+    profile = write_profile("name: t\nguest:\n  vcpus: 2\n  nics:\n"
+                            "    - {backend: tap, queues: 2, rx_queue_size: 512}\n"
+                            "  pinning: {vcpus: {0: 1}}\n")
+    out = tmp_path / "out.xml"
+    code, stdout, stderr = cli("apply", "--xml", str(NOVA), "--out", str(out), "--profile", str(profile))
+    assert code == 0, stderr
+    assert '+      <driver name="vhost" queues="2" rx_queue_size="512" tx_queue_size="256"/>' in stdout
+    assert '+    <vcpupin vcpu="0" cpuset="1"/>' in stdout
+    assert "XML" not in stderr
+
+
+def test_malformed_xml_message_names_the_line_once(cli, tmp_path):
+    source = tmp_path / "in.xml"
+    source.write_text("<domain>\n<name>x</domain>\n")
+    code, _, stderr = cli("apply", "--xml", str(source), "--out", str(tmp_path / "o.xml"), "--set", "guest.hugepages=true")
+    assert code == 2 and "<string>" not in stderr and stderr.startswith(f"--xml {source}: not well-formed XML: ")
