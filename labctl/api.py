@@ -439,6 +439,10 @@ def plan(profile: str | Path):
     return pinning_plan(gather(), load_profile(profile).profile)
 
 
+from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice,  # noqa: E402,F401  (labctl apply)
+                                     undo_domain, verify_domain)
+__all__ += ["apply_xml", "apply_domain", "verify_domain", "undo_domain", "emit_advice", "check_emit_form"]
+
 # --- host ---------------------------------------------------------------------------------------------
 
 def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,

@@ -25,6 +25,8 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
                                                 help="mpps | ndr_mpps (ndr) | pdr_mpps (pdr); bandwidth_gbps | "
                                                      "transactions_per_s for tcp runs (default: what the run "
                                                      "measured)"),
+           emit: Optional[str] = typer.Option(None, "--emit",
+                                              help="the advice as libvirt | nova | kubevirt | ansible"),
            as_json: bool = typer.Option(False, "--json")) -> None:
     """Recommend settings from measured trials, with evidence; or plan pinning before measuring."""
     if plan is not None:
@@ -40,6 +42,10 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
         return
     if out is not None:
         raise UserError("--out is only for --apply (allowed: --apply PROFILE --out TUNED.yaml)")
+    if emit is not None:
+        api.check_emit_form(emit)  # bad input fails before the advice is computed
+        typer.echo(api.emit_advice(emit, advice=api.advise(db, run, max_loss, host, metric)), nl=False)
+        return
     advice = api.advise(db, run, max_loss, host, metric)
     typer.echo(json.dumps(advice.to_dict(), indent=2, default=str) if as_json else advice.format())
 

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from labctl import __version__
-from labctl.cli import advice, compare, host, lab, measure, results, tui
+from labctl.cli import advice, compare, domains, host, lab, measure, results, tui
 from labctl.cli.fleet import fleet_app
 from labctl.errors import Interrupted, LabError
 
@@ -31,7 +31,7 @@ def main_options(version: bool = typer.Option(False, "--version", callback=_vers
     """QEMU/KVM lab automation and virtio-net tuning advisor."""
 
 
-for module in (lab, measure, results, advice, host, compare, tui):
+for module in (lab, measure, results, advice, domains, host, compare, tui):
     module.register(app)
 app.add_typer(fleet_app, name="fleet")
 
