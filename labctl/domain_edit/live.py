@@ -116,6 +116,8 @@ def _wanted_live(edit: "EditResult") -> tuple[dict[int, frozenset[int]], frozens
     for key, value in (edit.live_pins or {}).items():
         if key == "emulator":
             emulator = _cpus(value)
+        elif key == "vhost":
+            continue  # the hook's (changes.vhostpin), not libvirt's
         else:
             vcpus[int(key)] = _cpus(value)
     return vcpus, emulator

@@ -268,3 +268,29 @@ def test_restart_applies_the_rings(defined, no_leftovers):
     finally:
         if dom.isActive():
             dom.destroy()
+
+
+def test_the_real_xml_core_on_libvirtd(defined, no_leftovers, monkeypatch):
+    """The same define/apply/undo with edit.apply_changes and changes_from_settings (branch domedit)."""
+    import importlib
+
+    from labctl.domain_edit.changes import changes_from_settings
+
+    monkeypatch.delitem(sys.modules, "labctl.domain_edit.edit")  # the stand-in
+    edit = importlib.import_module("labctl.domain_edit.edit")
+    assert hasattr(edit, "EditResult")
+    dom = defined(NETWORK_NIC, ["52:54:00:5a:00:07", "52:54:00:5a:00:08"])
+    before = live.inactive_xml(dom)
+    changes = changes_from_settings({"guest.nics.*.queues": 2, "guest.nics.*.rx_queue_size": 1024,
+                                     "guest.pinning.vcpus.0": "0", "guest.pinning.emulator": "0",
+                                     "guest.pinning.vhost": "0"})
+    result = live.apply_live(dom.name(), URI, changes)
+    assert result.edit.changed and result.saved_original and hook.installed()
+    after = live.inactive_xml(dom)
+    added = sorted(line for line in changed_lines(before, after) if line.startswith("+"))
+    assert added == sorted(["+  <cputune>", "+    <vcpupin vcpu='0' cpuset='0'/>", "+    <emulatorpin cpuset='0'/>",
+                            "+  </cputune>"] + ["+      <driver queues='2' rx_queue_size='1024'/>"] * 2), added
+    assert not [line for line in changed_lines(before, after) if line.startswith("-")]
+    assert not live.apply_live(dom.name(), URI, changes).edit.changed
+    assert "hook removed: no domain left" in live.undo(dom.name(), URI)
+    assert live.inactive_xml(dom) == before

@@ -49,6 +49,8 @@ def fake_apply_changes(xml_text, changes, host_cpus=None):
             pin = etree.SubElement(cputune, "vcpupin", vcpu=str(vcpu))
         pin.set("cpuset", cpuset)
         pins[vcpu] = cpuset
+    if changes.vhost:
+        pins["vhost"] = changes.vhost  # edit.py lists it among live_pins too
     if changes.emulatorpin:
         pin = cputune.find("emulatorpin")
         if pin is None:
