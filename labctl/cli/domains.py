@@ -1,5 +1,9 @@
 """``labctl apply``: the advice, a tuned profile or knobs applied to the user's own domains: a domain XML
-file (``--xml IN --out OUT``) or a defined domain by name; ``--verify`` and ``--undo`` for defined ones."""
+file (``--xml IN --out OUT``) or a defined domain by name; ``--verify`` and ``--undo`` for defined ones.
+
+The last line of an apply or an undo is ``changed: N`` (what changed, or with ``--dry-run`` what would:
+the XML counts one, each live pin one, a restart one): ``playbooks/roles/labctl_apply`` reads it for
+Ansible's ``changed``."""
 
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
                 typer.echo(line)
         else:
             typer.echo(api.undo_domain(domain, uri))
+            typer.echo("changed: 1")
         return
     if (domain is None) == (xml is None):
         raise UserError("name a domain or give --xml FILE (allowed: labctl apply DOMAIN | labctl apply --xml IN --out OUT)")
@@ -60,6 +65,7 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
             typer.echo("dry run: nothing written")
         elif edit.changed:
             typer.echo(f"wrote {out}")
+        typer.echo(f"changed: {int(edit.changed)}")
         return
     if out is not None:
         raise UserError("--out is for --xml (a defined domain is changed in libvirt)")
@@ -72,8 +78,11 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
     elif result.edit.restart_needed:
         for line in result.edit.restart_needed:
             typer.echo(f"needs a restart (--restart): {line}")
+    for note in result.notes:
+        typer.echo(f"note: {note}")
     if dry_run:
         typer.echo("dry run: nothing changed")
+    typer.echo(f"changed: {int(result.edit.changed) + len(result.applied_live) + int(result.restarted)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -2,15 +2,12 @@
 against a domain defined on the real libvirtd: --check changes nothing and reports the change, a run
 applies it, a second run reports changed=0, an undo restores the domain, a second undo changes nothing.
 
-labctl on the "host" is either this checkout's CLI (``python -m labctl.cli apply``, once the CLI has
-its apply command) or, until then, a stand-in command line over the same ``labctl.domain_edit.live``
-(with the stand-in XML core of test_apply_domains) that prints what the CLI prints: the diff, one line
-per live change, and the last line ``changed: N`` that the role's changed_when reads.
+labctl on the "host" is this checkout's CLI (``python -m labctl.cli apply``): the diff, one line per live
+change, and the last line ``changed: N`` that the role's changed_when reads.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid as uuidlib
@@ -32,53 +29,6 @@ pytestmark = [
                        reason="ansible-core is not installed"),
 ]
 
-STAND_IN = r'''
-import sys
-sys.path.insert(0, {root!r})
-from labctl.errors import UserError
-from labctl.domain_edit import live
-from tests.integration import test_apply_domains as core
-import types
-module = types.ModuleType("labctl.domain_edit.edit")
-module.apply_changes = core.stand_in_apply_changes
-sys.modules["labctl.domain_edit.edit"] = module
-
-args = sys.argv[1:]
-assert args[0] == "apply"
-domain, uri = args[1], args[args.index("--uri") + 1]
-nics, vcpus, emulator = {{}}, {{}}, None
-for arg in args:
-    if arg.startswith("--set="):
-        knob, _, value = arg[len("--set="):].partition("=")
-        parts = knob.split(".")
-        if parts[:2] == ["guest", "nics"]:
-            nics.setdefault(int(parts[2]), {{}})[parts[3]] = int(value)
-        elif parts[:3] == ["guest", "pinning", "vcpus"]:
-            vcpus[int(parts[3])] = value
-        elif knob == "guest.pinning.emulator":
-            emulator = value
-try:
-    if "--undo" in args:
-        print(live.undo(domain, uri))
-        print("changed: 1")
-        sys.exit(0)
-    result = live.apply_live(domain, uri, core.Changes(nics=nics, vcpupins=vcpus, emulatorpin=emulator),
-                             restart="--restart" in args, dry_run="--dry-run" in args)
-except UserError as exc:
-    print(exc, file=sys.stderr)
-    sys.exit(2)
-print(result.edit.diff, end="" if result.edit.diff.endswith("\n") or not result.edit.diff else "\n")
-for line in result.applied_live:
-    print(line)
-print(f"changed: {{int(result.edit.changed) + len(result.applied_live) + int(result.restarted)}}")
-'''
-
-
-def cli_has_apply() -> bool:
-    done = subprocess.run([sys.executable, "-m", "labctl.cli", "apply", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return done.returncode == 0
-
 
 @pytest.fixture
 def domain(request):
@@ -97,20 +47,12 @@ def domain(request):
     return dom
 
 
-@pytest.mark.parametrize("labctl", ["stand-in", "cli"])
-def test_apply_playbook_check_apply_again_undo(labctl, domain, tmp_path, no_leftovers):
+def test_apply_playbook_check_apply_again_undo(domain, tmp_path, no_leftovers):
     import ansible_runner
 
     from labctl.fleet.inventory import ansible_on_path
 
-    if labctl == "cli":
-        if not cli_has_apply():
-            pytest.skip("this checkout's CLI has no apply command yet (branch domedit)")
-        exe = [sys.executable, "-m", "labctl.cli"]
-    else:
-        script = tmp_path / "labctl-stand-in.py"
-        script.write_text(STAND_IN.format(root=str(ROOT)))
-        exe = [sys.executable, str(script)]
+    exe = [sys.executable, "-m", "labctl.cli"]
     state = tmp_path / "host-state"
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"local": {
