@@ -102,7 +102,11 @@ def _footer(c: Comparison) -> list[str]:
     host = env.get("host") or c.candidate.get("host") or c.baseline.get("host") or "unknown"
     cpu = env.get("cpu_model")
     accel = env.get("accel")
-    lines = [f"host {host}" + (f", {cpu}" if cpu else "") + f", accelerator {accel or 'unknown'}"
+    run = ""
+    if getattr(c, "by", "") and c.baseline.get("id") is not None:  # one run: say which (two runs are named in the heading)
+        profile = c.baseline.get("profile_name")
+        run = f"run {c.baseline.get('id')}" + (f" ({profile})" if profile else "") + ", "
+    lines = [f"{run}host {host}" + (f", {cpu}" if cpu else "") + f", accelerator {accel or 'unknown'}"
              + (" (TCG: the numbers are functional, not representative of KVM)" if accel == "tcg" else "")]
     metric = lookup(c.metric)
     direction = "lower is better" if c.lower_is_better else "higher is better"

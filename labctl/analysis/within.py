@@ -114,9 +114,9 @@ def match_value(text: Any, values: Sequence[Any], option: str, knob: str, run: A
 
 
 def _values(records: Sequence[TrialRecord], knob: str) -> list[Any]:
-    """The knob's values in the run, in the order of their values."""
-    found = {repr(v): v for v in (knob_value(r, knob) for r in records)}
-    return sorted(found.values(), key=sort_key)
+    """The knob's values in the run, in the order its trials first ran them (the sweep's order)."""
+    ordered = sorted(records, key=lambda r: (r.started_at or 0.0, r.id or 0))
+    return list({repr(v): v for v in (knob_value(r, knob) for r in ordered)}.values())
 
 
 def _rest_key(record: TrialRecord, knob: str) -> str:
