@@ -59,6 +59,10 @@ whatever loads the search tried. Trials that ran while processes that are not la
 (``details.busy_strangers``, :mod:`labctl.lab.busy`) are noted per side: such a "regression" may be
 the neighbour's, not the software's; the verdict stands, the note says what to read it against.
 
+Inside one run, one knob's values are compared the same way (:mod:`labctl.analysis.within`: ``labctl
+compare --by build --baseline base``, a patch's A/B): :func:`pair_item`, :func:`judge_pending` and
+:func:`family_notes` are the machinery both pairings share; only which trials pair differs.
+
 Everything here is pure: records in, a :class:`Comparison` out (the bootstrap is seeded).
 """
 

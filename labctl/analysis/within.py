@@ -190,6 +190,10 @@ def compare_within(records: Sequence[TrialRecord], by: str, baseline: Any, candi
             item.candidate_value = cand
             items.append((index, item))
         changes += env_changes(b_all, c_records, f"{by_label} {base} -> {cand}")
+    if items and all(item.cause == "unpaired" for _, item in items):
+        raise UserError(f"--baseline {base}: no configuration of the other knobs in run {run_id} has trials of both "
+                        f"{by_label}={base} and {', '.join(map(_shown, chosen))} (allowed: values of {by} "
+                        "crossed with the same other knobs)")
     confidence = judge_pending(pending, metric, threshold_pct)
     items.sort(key=lambda pair: (pair[0], *(sort_key(pair[1].knobs[k]) for k in knobs)))
     verdicts = [item for _, item in items]

@@ -159,3 +159,12 @@ def test_options_that_do_not_go_together(args, words):
         check_options(**args)
     assert check_options(None, "build", "base", "slow", None) == ["slow"]
     assert check_options(None, None, "1", None, None) == []
+
+
+def test_values_that_never_share_a_configuration_are_refused():
+    """base only at 64B, slow only at 256B: nothing pairs, and a job must not pass on "cannot tell"."""
+    kept = {("base", 64), ("slow", 256)}
+    records = [r for r in build_records(0) if (r.config["build"], r.config["workload.packet_size"]) in kept]
+    with pytest.raises(UserError, match=r"^--baseline base: no configuration of the other knobs in run 7 has "
+                                        r"trials of both build=base and slow"):
+        compare_within(records, "build", "base", run=RUN)
