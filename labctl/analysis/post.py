@@ -107,7 +107,8 @@ def _footer(c: Comparison) -> list[str]:
         profile = c.baseline.get("profile_name")
         run = f"run {c.baseline.get('id')}" + (f" ({profile})" if profile else "") + ", "
     lines = [f"{run}host {host}" + (f", {cpu}" if cpu else "") + f", accelerator {accel or 'unknown'}"
-             + (" (TCG: the numbers are functional, not representative of KVM)" if accel == "tcg" else "")]
+             + {"tcg": " (TCG: the numbers are functional, not representative of KVM)",
+                "none": " (the embedded lab: no VM)"}.get(accel or "", "")]
     metric = lookup(c.metric)
     direction = "lower is better" if c.lower_is_better else "higher is better"
     lines.append(f"{c.metric}" + (f" ({metric.label}; {direction})" if metric else f" ({direction})")

@@ -80,3 +80,10 @@ def test_format_is_table_json_or_post():
     with pytest.raises(UserError, match=r"^--format csv: a comparison is shown as table, json, post "
                                         r"\(allowed: table, json, post\)$"):
         check_format("csv")
+
+
+def test_the_embedded_lab_says_it_has_no_vm():
+    from tests.unit.analysis.builds_data import ENV
+
+    records = build_records(0, env=ENV.model_copy(update={"accel": "none"}))
+    assert ", accelerator none (the embedded lab: no VM)\n" in render_post(compare_within(records, "build", "base"))
