@@ -475,53 +475,53 @@ def check_threshold(threshold_pct: float) -> None:
     check(threshold_pct)
 
 
-def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: int | str | None = None,
+def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: Any = None,
             metric: str | None = None, threshold_pct: float | str | None = None, junit: str | Path | None = None,
-            baseline_db: str | Path | None = None):
-    """A candidate run against a baseline run, configuration by configuration: the change of ``metric``
-    with its interval and a verdict (regression, progression, no change, cannot tell with the reason),
-    the environment changes between the runs, and ``exit_code`` 1 when any configuration regressed
-    (:mod:`labctl.analysis.compare` holds the rules). ``candidate``: a run of ``db`` (default: the
-    newest); ``baseline``: a run of ``baseline_db`` (default ``db``; its newest run when it is another
-    store, required when it is the same). Either run may be given by its id or its name
-    (:func:`resolve_run`: the newest run of that name; in one store the baseline's name never resolves
-    to the candidate itself). Run ids and ``threshold_pct`` may be given as text (a face's argument),
-    checked here. ``threshold_pct`` defaults to :data:`DEFAULT_THRESHOLD_PCT`. ``metric``: a scalar metric,
-    or ``ndr`` / ``pdr``
-    (``ndr_mpps`` / ``pdr_mpps`` of NDR runs); by default the candidate's own rate (:func:`default_metric`).
-    ``junit``: also write a JUnit XML report there. Every
-    argument is checked before any work, and two runs none of whose configurations recur in the other
-    (another profile, other axes) are refused: such a comparison has nothing to judge, and a CI job
-    would pass on it without a verdict."""
-    from labctl.analysis.compare import (
-        check_measured, compare_runs, differing_knobs, parse_threshold,
-    )
+            baseline_db: str | Path | None = None, run: int | str | None = None, by: str | None = None,
+            layout: str = "table"):
+    """A candidate run against a baseline run, per configuration: the change of ``metric`` with its interval
+    and a verdict, the environment changes, ``exit_code`` 1 on a regression (:mod:`labctl.analysis.compare`).
+    ``candidate``: a run of ``db`` (default: the newest); ``baseline``: a run of ``baseline_db`` (default
+    ``db``, then required), each an id or a name (:func:`resolve_run`). With ``by`` (a knob), one ``run``
+    (default: the newest) is compared inside: ``by``'s value ``baseline`` against each ``candidate`` value
+    (one, a list, or None: every other), per configuration of the other knobs (:mod:`labctl.analysis.within`).
+    ``metric``: default the candidate's own rate; ``threshold_pct``: :data:`DEFAULT_THRESHOLD_PCT`;
+    ``junit``: also a JUnit XML report; ``layout``: ``table`` or ``post`` text. Every argument is checked
+    before any work; two runs with no configuration in common are refused."""
+    from labctl.analysis.compare import check_measured, check_paired, compare_runs, parse_threshold
     from labctl.analysis.junit import write_junit
+    from labctl.analysis.within import check_options, compare_within
+    from labctl.results.access import run_and_trials
 
     threshold_pct = parse_threshold(threshold_pct)
     threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
     check_threshold(threshold_pct)
+    check_view_format(layout)
+    candidates = check_options(run, by, baseline, candidate, baseline_db)
     if junit is not None:
         check_writable(Path(junit), "--junit")
-    (base_run, base_records), (cand_run, cand_records), where = run_pair(db, baseline, candidate, baseline_db)
-    metric = metric or default_metric(judged_trials(cand_records))
-    check_measured(metric, [base_records, cand_records], where)
-    result = compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run)
-    if result.items and all(item.cause == "unpaired" for item in result.items):
-        differ = differing_knobs(judged_trials(base_records), judged_trials(cand_records))
-        raise UserError(f"--baseline {base_run['id']}: none of its configurations recurs in candidate run "
-                        f"{cand_run['id']}{', knobs that differ: ' + differ if differ else ''} (allowed: a "
-                        "baseline run of the candidate's profile and configurations)")
+    if by is not None:
+        facts, records = run_and_trials(db, resolve_run(db, run, "--run"), "--run")
+        result = compare_within(records, by, baseline, candidates, metric, threshold_pct, facts)
+    else:
+        (base_run, base_records), (cand_run, cand_records), where = run_pair(
+            db, baseline, (candidates or [None])[0], baseline_db)
+        metric = metric or default_metric(judged_trials(cand_records))
+        check_measured(metric, [base_records, cand_records], where)
+        result = check_paired(compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run),
+                              base_records, cand_records)
     if junit is not None:
         write_junit(result, junit)
+    result.layout = "post" if layout == "post" else "table"
     return result
 
 
 def check_view_format(fmt: str, what: str = "a comparison") -> None:
-    """Comparisons and trends are shown as ``table`` or ``json``."""
+    """Comparisons are shown as ``table``, ``json`` or ``post``; trends as ``table`` or ``json``."""
+    from labctl.analysis.post import check_format
     from labctl.analysis.renderers import check_view_format as check
 
-    check(fmt, what)
+    check_format(fmt) if what == "a comparison" else check(fmt, what)
 
 
 def render_comparison(result, fmt: str = "table") -> str:

@@ -59,6 +59,10 @@ whatever loads the search tried. Trials that ran while processes that are not la
 (``details.busy_strangers``, :mod:`labctl.lab.busy`) are noted per side: such a "regression" may be
 the neighbour's, not the software's; the verdict stands, the note says what to read it against.
 
+Inside one run, one knob's values are compared the same way (:mod:`labctl.analysis.within`: ``labctl
+compare --by build --baseline base``, a patch's A/B): :func:`pair_item`, :func:`judge_pending` and
+:func:`family_notes` are the machinery both pairings share; only which trials pair differs.
+
 Everything here is pure: records in, a :class:`Comparison` out (the bootstrap is seeded).
 """
 
@@ -69,7 +73,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from labctl.analysis.environments import EnvChange, busy_note, busy_side_note, dimension_problem, env_changes
+from labctl.analysis.environments import (
+    EnvChange, busy_note, busy_side_note, dimension_problem, env_changes, shared_env,
+)
 from labctl.analysis.grouping import knob_value, sort_key, varying_knobs
 from labctl.analysis.statistics import (
     CONFIDENCE, DEFAULT_RESAMPLES, HIGH_CV, MIN_TAIL_RESAMPLES, MIN_TRIALS, Delta, compare, summarize,
@@ -88,7 +94,8 @@ __all__ = [
     "Judgement", "ConfigVerdict", "Comparison", "lower_is_better", "measured_metrics", "check_measured", "env_changes",
     "family_confidence", "repeats_needed", "judge", "delta_of", "side_of", "compare_runs",
     "METRIC_ALIASES", "SEARCH_ROLES", "metric_name", "judged_trials", "MIN_TAIL_RESAMPLES",
-    "parse_threshold", "check_threshold", "compare_selections", "differing_knobs",
+    "parse_threshold", "check_threshold", "compare_selections", "differing_knobs", "pair_item", "judge_pending", "check_paired",
+    "family_notes", "metric_value",
 ]
 
 VERDICTS = ("regression", "progression", "no change", "cannot tell")
@@ -344,6 +351,7 @@ class ConfigVerdict:
     p_value: float | None = None
     notes: list[str] = field(default_factory=list)
     cause: str | None = None  # for "cannot tell": a key of CAUSES
+    candidate_value: Any = None  # within one run (labctl.analysis.within): the compared knob's candidate value
 
     @property
     def change(self) -> str:
@@ -413,6 +421,11 @@ class Comparison:
     env_changes: list[EnvChange]
     items: list[ConfigVerdict]
     notes: list[str] = field(default_factory=list)
+    #: how its text reads: ``table`` (:mod:`labctl.analysis.comparison_text`) or ``post``, the rows as
+    #: engineers post them (:mod:`labctl.analysis.post`); JSON is the same either way
+    layout: str = "table"
+    #: what the compared trials ran on: host, cpu_model, accel, lab (:func:`shared_env`)
+    env: dict[str, Any] = field(default_factory=dict)
 
     def count(self, verdict: str) -> int:
         return sum(item.verdict == verdict for item in self.items)
@@ -436,10 +449,17 @@ class Comparison:
             "metric": self.metric, "threshold_pct": self.threshold_pct, "lower_is_better": self.lower_is_better,
             "confidence": self.confidence, "baseline": self.baseline, "candidate": self.candidate,
             "env_changes": [asdict(c) for c in self.env_changes],
-            "verdicts": [{**asdict(item), "change": item.change} for item in self.items],
+            "verdicts": [{**_item_dict(item), "change": item.change} for item in self.items],
             "counts": {verdict: self.count(verdict) for verdict in VERDICTS},
-            "exit_code": self.exit_code, "notes": self.notes,
+            "exit_code": self.exit_code, "notes": self.notes, "env": self.env,
         }
+
+
+def _item_dict(item: ConfigVerdict) -> dict[str, Any]:
+    data = asdict(item)
+    if item.candidate_value is None:  # run against run: no knob value to name
+        del data["candidate_value"]
+    return data
 
 
 def _with_trial_host(run: dict[str, Any] | None, records: Sequence[TrialRecord]) -> dict[str, Any] | None:
@@ -469,6 +489,18 @@ def differing_knobs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRe
     return "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
 
 
+def check_paired(result: Comparison, baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> Comparison:
+    """``result``, unless none of the baseline run's configurations recurs in the candidate run: then a
+    UserError naming the knobs that differ (such a comparison has nothing to judge, and a CI job would
+    pass on it without a verdict)."""
+    if result.items and all(item.cause == "unpaired" for item in result.items):
+        differ = differing_knobs(judged_trials(baseline), judged_trials(candidate))
+        raise UserError(f"--baseline {result.baseline.get('id')}: none of its configurations recurs in candidate "
+                        f"run {result.candidate.get('id')}{', knobs that differ: ' + differ if differ else ''} "
+                        "(allowed: a baseline run of the candidate's profile and configurations)")
+    return result
+
+
 def _unpaired_note(base: dict[str, list[TrialRecord]], cand: dict[str, list[TrialRecord]]) -> str | None:
     """When no configuration pairs: the knobs whose values differ between the runs (a changed profile,
     or a labctl that records a new knob), so the user sees why."""
@@ -476,6 +508,57 @@ def _unpaired_note(base: dict[str, list[TrialRecord]], cand: dict[str, list[Tria
         return None
     shown = differing_knobs([r for group in base.values() for r in group], [r for group in cand.values() for r in group])
     return "no configuration of the baseline recurs in the candidate" + (f": knobs that differ: {shown}" if shown else "")
+
+
+def pair_item(key: str, label: str, knobs: dict[str, Any], b_records: Sequence[TrialRecord],
+              c_records: Sequence[TrialRecord], metric: str, ids: tuple[Any, Any], missing: tuple[str, str],
+              pending: list[tuple[ConfigVerdict, list[float], list[float]]]) -> ConfigVerdict:
+    """One configuration's :class:`ConfigVerdict` before the statistics: its sides summarized, and
+    "cannot tell" settled where no statistics are needed (a side missing: ``missing`` names where, as
+    "not in the ``missing[0]``" for the baseline's and ``missing[1]`` for the candidate's; no trials,
+    another host, zeros). A pair to be judged is appended to ``pending`` for :func:`judge_pending`."""
+    (b_side, b_values), (c_side, c_values) = side_of(ids[0], b_records, metric), side_of(ids[1], c_records, metric)
+    item = ConfigVerdict(key, label, knobs, "cannot tell", "", b_side if b_records else None,
+                         c_side if c_records else None)
+    if not b_records or not c_records:
+        item.reason, item.cause = f"not in the {missing[1] if b_records else missing[0]}", "unpaired"
+    elif _precheck(item, metric, b_values, b_records, c_records):
+        pending.append((item, b_values, c_values))
+    return item
+
+
+def judge_pending(pending: Sequence[tuple[ConfigVerdict, list[float], list[float]]], metric: str,
+                  threshold_pct: float) -> float:
+    """Judge every pending pair at the family-wise confidence over all of them (:func:`family_confidence`:
+    the same correction whether the pairs are configurations of two runs or a knob's values in one);
+    returns that confidence."""
+    confidence = family_confidence(len(pending))
+    for item, b_values, c_values in pending:
+        delta = delta_of(b_values, c_values, metric, confidence)
+        item.apply(delta, judge(delta, threshold_pct, lower_is_better(metric), (b_values, c_values)))
+    return confidence
+
+
+def family_notes(items: Sequence[ConfigVerdict], compared: int, confidence: float, threshold_pct: float,
+                 ok: Sequence[TrialRecord], baseline: Sequence[TrialRecord],
+                 candidate: Sequence[TrialRecord]) -> list[str]:
+    """The notes under the verdicts: the family-wise confidence, the noisy configurations, unsteady hosts
+    and busy strangers."""
+    notes = []
+    if compared > 1:
+        notes.append(f"{compared} configurations compared: each interval at {100 * confidence:.4g}%, so that "
+                     f"noise alone fails the whole comparison less than {1 - CONFIDENCE:.0%} of the time")
+    noisy = sum(i.cause == "noisy" for i in items)
+    if noisy:
+        notes.append(f"{noisy} of {len(items)} configurations are too noisy to tell a {threshold_pct:g}% change "
+                     "either way: they do not fail the job, and they do not show that nothing regressed")
+    unsteady = sum(unsteady_warning(r.warnings) is not None for r in ok)
+    if unsteady:
+        notes.append(f"{unsteady} of {len(ok)} trials ran on a host measured unsteady before their sweep")
+    busy = busy_note(baseline, candidate)
+    if busy:
+        notes.append(busy)
+    return notes
 
 
 def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord], metric: str = "mpps",
@@ -501,36 +584,13 @@ def compare_runs(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecor
         example = (base.get(key) or cand[key])[0]
         values = {k: knob_value(example, k) for k in knobs}
         label = short_label(values.items(), " ") or str(example.config.get("name", "all"))
-        b_records, c_records = base.get(key, []), cand.get(key, [])
-        (b_side, b_values), (c_side, c_values) = side_of(b_id, b_records, metric), side_of(c_id, c_records, metric)
-        item = ConfigVerdict(key, label, values, "cannot tell", "", b_side if b_records else None,
-                             c_side if c_records else None)
-        items.append(item)
-        if not b_records or not c_records:
-            item.reason, item.cause = f"not in the {'candidate' if b_records else 'baseline'} run", "unpaired"
-        elif _precheck(item, metric, b_values, b_records, c_records):
-            pending.append((item, b_values, c_values))
-    confidence = family_confidence(len(pending))
-    for item, b_values, c_values in pending:
-        delta = delta_of(b_values, c_values, metric, confidence)
-        item.apply(delta, judge(delta, threshold_pct, lower_is_better(metric), (b_values, c_values)))
+        items.append(pair_item(key, label, values, base.get(key, []), cand.get(key, []), metric, (b_id, c_id),
+                               ("baseline run", "candidate run"), pending))
+    confidence = judge_pending(pending, metric, threshold_pct)
     items.sort(key=lambda item: tuple(sort_key(item.knobs[k]) for k in knobs))
-    notes = []
     unpaired = _unpaired_note(base, cand)
-    if unpaired:
-        notes.append(unpaired)
-    if len(pending) > 1:
-        notes.append(f"{len(pending)} configurations compared: each interval at {100 * confidence:.4g}%, so that "
-                     f"noise alone fails the whole comparison less than {1 - CONFIDENCE:.0%} of the time")
-    noisy = sum(i.cause == "noisy" for i in items)
-    if noisy:
-        notes.append(f"{noisy} of {len(items)} configurations are too noisy to tell a {threshold_pct:g}% change "
-                     "either way: they do not fail the job, and they do not show that nothing regressed")
-    unsteady = sum(unsteady_warning(r.warnings) is not None for r in ok)
-    if unsteady:
-        notes.append(f"{unsteady} of {len(ok)} trials ran on a host measured unsteady before their sweep")
-    busy = busy_note(baseline, candidate)
-    if busy:
-        notes.append(busy)
+    notes = [unpaired] if unpaired else []
+    notes += family_notes(items, len(pending), confidence, threshold_pct, ok, baseline, candidate)
     return Comparison(metric, threshold_pct, lower_is_better(metric), confidence, baseline_run or {"id": b_id},
-                      candidate_run or {"id": c_id}, env_changes(baseline, candidate), items, notes)
+                      candidate_run or {"id": c_id}, env_changes(baseline, candidate), items, notes,
+                      env=shared_env([*baseline, *candidate]))

@@ -9,9 +9,10 @@ from typing import Any
 
 from labctl.analysis.compare import Comparison
 from labctl.analysis.environments import ENV_FIELDS
+from labctl.analysis.post import render_post
 from labctl.analysis.renderers import aligned
 
-__all__ = ["render_comparison", "format_time"]
+__all__ = ["render_comparison", "render_post", "format_time"]
 
 
 def format_time(t: float | None) -> str:
@@ -25,11 +26,26 @@ def _run_line(role: str, run: dict[str, Any]) -> str:
     return f"{role} run {run.get('id')}" + (f" ({', '.join(parts)})" if parts else "")
 
 
+def _heading(c: Comparison) -> list[str]:
+    """The runs compared, or the run and the knob values compared inside it."""
+    by = getattr(c, "by", "")
+    if not by:
+        return [_run_line("baseline: ", c.baseline), _run_line("candidate:", c.candidate)]
+    name = by.split(".")[-1]
+    values = ", ".join(str(v) for v in getattr(c, "candidate_values", []))
+    return [_run_line("run:       ", c.baseline), f"baseline:   {by} = {getattr(c, 'baseline_value', None)}",
+            f"candidates: {by} = {values} (each against {name}={getattr(c, 'baseline_value', None)}, "
+            "configuration by configuration of the other knobs)"]
+
+
 def render_comparison(comparison: Comparison) -> str:
     """The comparison as text: the runs, what changed in their environments, one row per configuration,
-    the reason of every verdict but "no change", and notes."""
+    the reason of every verdict but "no change", and notes; as the posts' rows when its ``layout`` is
+    ``post`` (:func:`labctl.analysis.post.render_post`)."""
     c = comparison
-    lines = [_run_line("baseline: ", c.baseline), _run_line("candidate:", c.candidate)]
+    if c.layout == "post":
+        return render_post(c)
+    lines = _heading(c)
     if c.env_changes:
         lines.append("environment changes:")
         lines += [f"  {change.format()}" for change in c.env_changes]

@@ -14,7 +14,7 @@ from typing import Any
 from labctl.analysis.grouping import ENV_DIMENSIONS
 from labctl.results.record import Environment, TrialRecord
 
-__all__ = ["ENV_FIELDS", "EnvChange", "env_values", "env_changes", "dimension_problem", "busy_side_note", "busy_note"]
+__all__ = ["ENV_FIELDS", "shared_env", "EnvChange", "env_values", "env_changes", "dimension_problem", "busy_side_note", "busy_note"]
 
 ENV_FIELDS: tuple[str, ...] = tuple(Environment.model_fields)
 _DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
@@ -28,9 +28,33 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def _read(record: TrialRecord, name: str) -> Any:
+    """An Environment field's value, or for ``field.key`` the entry ``key`` of a dict field."""
+    head, _, key = name.partition(".")
+    value = getattr(record.env, head, None)
+    return value.get(key) if key and isinstance(value, dict) else value
+
+
 def env_values(records: Iterable[TrialRecord], name: str) -> tuple[str, ...]:
-    """The values of one Environment field across ``records`` (sorted, as shown)."""
-    return tuple(sorted({_shown(getattr(r.env, name)) for r in records}))
+    """The values of one Environment field (or ``field.key`` of a dict field) across ``records``
+    (sorted, as shown)."""
+    return tuple(sorted({_shown(_read(r, name)) for r in records}))
+
+
+def _compared_fields(records: Iterable[TrialRecord]) -> list[str]:
+    """Every Environment field, whatever it is (a field added later shows up with no change here); a dict
+    field whose entries are themselves dicts (a binary per role: path, hash, version) split into one
+    ``field.key`` per entry, so that a change names the entry that changed."""
+    records = list(records)
+    names: list[str] = []
+    for name in ENV_FIELDS:
+        values = [getattr(r.env, name, None) for r in records]
+        nested = [v for v in values if isinstance(v, dict) and any(isinstance(e, dict) for e in v.values())]
+        if nested:
+            names += [f"{name}.{key}" for key in dict.fromkeys(k for v in nested for k in v)]
+        else:
+            names.append(name)
+    return names
 
 
 @dataclass(frozen=True)
@@ -40,23 +64,37 @@ class EnvChange:
     field: str
     before: tuple[str, ...]
     after: tuple[str, ...]
+    between: str = ""  # which trials, within one run: ``build base -> slow`` (empty between two runs)
 
     def format(self) -> str:
-        return f"{self.field}: {', '.join(self.before)} -> {', '.join(self.after)}"
+        text = f"{self.field}: {', '.join(self.before)} -> {', '.join(self.after)}"
+        return f"[{self.between}] {text}" if self.between else text
 
     def __str__(self) -> str:
         return self.format()
 
 
-def env_changes(before: Sequence[TrialRecord], after: Sequence[TrialRecord]) -> list[EnvChange]:
+def env_changes(before: Sequence[TrialRecord], after: Sequence[TrialRecord], between: str = "") -> list[EnvChange]:
     """Every Environment field (host, cpu_model, cores, kernel, qemu, libvirt, dpdk, accel, lab, pins,
-    shared_cores, hugepages) whose values in ``after`` differ from those in ``before``."""
+    shared_cores, hugepages, and any field added later; a dict of dicts per entry) whose values in
+    ``after`` differ from those in ``before``; ``between`` names the two sets when they are one run's."""
     changes = []
-    for name in ENV_FIELDS:
+    for name in _compared_fields([*before, *after]):
         old, new = env_values(before, name), env_values(after, name)
         if old != new:
-            changes.append(EnvChange(name, old, new))
+            changes.append(EnvChange(name, old, new, between))
     return changes
+
+
+def shared_env(records: Sequence[TrialRecord], fields: Sequence[str] = ("host", "cpu_model", "accel", "lab")
+               ) -> dict[str, str | None]:
+    """What ``records`` ran on (the host, its CPU model, the accelerator, the lab): each field's one
+    value, its values joined when they differ, None when none was recorded."""
+    out: dict[str, str | None] = {}
+    for name in fields:
+        values = [v for v in env_values(records, name) if v != "unknown"]
+        out[name] = ", ".join(values) or None
+    return out
 
 
 def dimension_problem(baseline: Sequence[TrialRecord], candidate: Sequence[TrialRecord]) -> str | None:

@@ -35,7 +35,12 @@ def _testcase(suite: ET.Element, comparison: Comparison, item: ConfigVerdict, cl
 def junit_tree(comparison: Comparison) -> ET.ElementTree:
     """The JUnit document of a comparison."""
     base, cand = comparison.baseline, comparison.candidate
+    by = getattr(comparison, "by", "")
     name = f"labctl compare {comparison.metric}: run {base.get('id')} -> run {cand.get('id')}"
+    if by:
+        values = ", ".join(map(str, getattr(comparison, "candidate_values", [])))
+        name = (f"labctl compare {comparison.metric}: run {base.get('id')}, {by} "
+                f"{getattr(comparison, 'baseline_value', None)} -> {values}")
     counts = {"tests": str(len(comparison.items)), "failures": str(comparison.count("regression")),
               "errors": "0", "skipped": str(comparison.count("cannot tell"))}
     root = ET.Element("testsuites", name="labctl compare", **counts)
@@ -44,11 +49,12 @@ def junit_tree(comparison: Comparison) -> ET.ElementTree:
     for key, value in (("metric", comparison.metric), ("threshold_pct", f"{comparison.threshold_pct:g}"),
                        ("confidence", f"{comparison.confidence:.6g}"), ("baseline_run", base.get("id")),
                        ("candidate_run", cand.get("id")), ("baseline_db", base.get("db")),
-                       ("candidate_db", cand.get("db"))):
+                       ("candidate_db", cand.get("db")), ("by", by or None),
+                       ("baseline_value", getattr(comparison, "baseline_value", None) if by else None)):
         if value is not None:
             ET.SubElement(properties, "property", name=key, value=str(value))
     for change in comparison.env_changes:
-        ET.SubElement(properties, "property", name=f"env.{change.field}",
+        ET.SubElement(properties, "property", name=f"env.{change.field}" + (f" [{change.between}]" if change.between else ""),
                       value=f"{', '.join(change.before)} -> {', '.join(change.after)}")
     profile = base.get("profile_name") or cand.get("profile_name") or "labctl"
     for item in comparison.items:

@@ -1,9 +1,10 @@
-"""The regression check: compare (a candidate run against a baseline run, a verdict per configuration)."""
+"""The regression check: compare (a candidate run against a baseline run, or one knob's values inside one
+run: a verdict per configuration)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -12,12 +13,22 @@ from labctl.cli.output import say
 
 
 def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store of the candidate run"),
-            baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN",
-                                                   help="baseline run: an id or a name (default with --baseline-db: its newest)"),
-            candidate: Optional[str] = typer.Option(None, "--candidate", metavar="RUN",
-                                                    help="candidate run: an id or a name (default: the newest of --db)"),
+            baseline: Optional[str] = typer.Option(None, "--baseline", metavar="RUN|VALUE",
+                                                   help="baseline run: an id or a name (default with --baseline-db: "
+                                                        "its newest); with --by: the baseline value of KNOB"),
+            candidate: Optional[List[str]] = typer.Option(None, "--candidate", metavar="RUN|VALUE",
+                                                          help="candidate run: an id or a name (default: the newest "
+                                                               "of --db); with --by: a value of KNOB, repeatable "
+                                                               "(default: every other value)"),
             baseline_db: Optional[Path] = typer.Option(None, "--baseline-db",
                                                        help="store of the baseline run (default: --db)"),
+            run: Optional[str] = typer.Option(None, "--run", metavar="RUN",
+                                              help="with --by: the run compared inside, an id or a name "
+                                                   "(default: the newest of --db)"),
+            by: Optional[str] = typer.Option(None, "--by", metavar="KNOB",
+                                             help="compare KNOB's values inside one run (build, "
+                                                  "workload.packet_size, guest.nics.*.rx_queue_size, ...), "
+                                                  "per configuration of the other knobs"),
             metric: Optional[str] = typer.Option(None, "--metric",
                                                  help="metric to compare (mpps, ndr (= ndr_mpps), pdr, gbps, loss_ratio, "
                                                       "latency_p99_us, bandwidth_gbps, ...; default: the "
@@ -25,19 +36,25 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
             threshold: Optional[str] = typer.Option(None, "--threshold", metavar="PCT",
                                                       help="smallest change that counts, in per cent "
                                                            f"(default {api.DEFAULT_THRESHOLD_PCT:g})"),
-            as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON"),
+            fmt: str = typer.Option("table", "--format",
+                                    help="table, json, or post (one line per configuration as patch posts "
+                                         "write it: '256B: 4.69 vs 5.42 Mpps (+15.6% [...]) progression')"),
+            as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON (= --format json)"),
             junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE",
                                                  help="also write a JUnit XML report (one testcase per configuration)")
             ) -> None:
-    """Compare a candidate run with a baseline run: per configuration the change, its interval, a verdict.
+    """Compare a candidate run with a baseline run, or (--by) one knob's values inside one run: per configuration the change, its interval, a verdict.
 
     Exit 1 when any configuration regressed beyond the threshold, 0 otherwise, 2 on bad input.
 
     A run is an id or a name: a profile's name or `labctl import --name`, the newest run of that name.
 
-    Runs and the threshold are checked by the api: a bad one is one line naming the allowed values."""
-    result = api.compare(db, baseline, candidate, metric, threshold, junit, baseline_db)
-    typer.echo(api.render_comparison(result, "json" if as_json else "table"))
+    Runs, values and the threshold are checked by the api: a bad one is one line naming the allowed values."""
+    fmt = "json" if as_json else fmt
+    api.check_view_format(fmt)
+    result = api.compare(db, baseline, candidate or None, metric, threshold, junit, baseline_db, run=run, by=by,
+                         layout="post" if fmt == "post" else "table")
+    typer.echo(api.render_comparison(result, "json" if fmt == "json" else "table"))
     if junit is not None:
         say(f"wrote {junit}")
     if result.exit_code:
