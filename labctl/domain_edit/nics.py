@@ -21,7 +21,7 @@ from labctl.domain_edit.changes import ALL, NIC_FIELDS, Changes, NicChange
 from labctl.domain_edit.xmlio import Document, NewElement
 from labctl.errors import KnobError
 
-__all__ = ["NIC_FIELDS", "VIRTIO_MODELS", "NO_DRIVER_TUNING", "NicOutcome", "interfaces", "apply_nics", "rule_text"]
+__all__ = ["NIC_FIELDS", "VIRTIO_MODELS", "NO_DRIVER_TUNING", "NO_MULTIQUEUE", "NicOutcome", "interfaces", "apply_nics", "rule_text"]
 
 #: ``<model type=...>`` values that are virtio-net (libvirt "Domain XML format", virtio transitional models).
 VIRTIO_MODELS = ("virtio", "virtio-transitional", "virtio-non-transitional")
@@ -30,12 +30,19 @@ VIRTIO_MODELS = ("virtio", "virtio-transitional", "virtio-non-transitional")
 NO_DRIVER_TUNING = {
     "hostdev": "a PCI device passed through (the guest drives the real NIC, there is no virtio-net ring)",
     "vdpa": "a vDPA device (its queues and rings are the device's, not QEMU's virtio-net)",
-    "user": "the user-mode (slirp/passt) backend has no multiqueue and no ring size setting",
     "udp": "a socket backend (udp) has no multiqueue and no ring size setting",
     "mcast": "a socket backend (mcast) has no multiqueue and no ring size setting",
     "server": "a socket backend (server) has no multiqueue and no ring size setting",
     "client": "a socket backend (client) has no multiqueue and no ring size setting",
     "null": "a null interface has no backend",
+}
+
+#: Interface types that take ring sizes but not a queue count, with the reason: QEMU's user-mode network
+#: backend (slirp) is one queue pair (libvirt "Domain XML format", Userspace connection: "multiqueue is
+#: not supported"); its rx_queue_size takes 1024 and its tx_queue_size is capped like tap's
+#: (rule tx-ring-backend), as QEMU 7.2's device properties read back with qom-get show on this host.
+NO_MULTIQUEUE = {
+    "user": "the user-mode (slirp) backend has one queue pair",
 }
 
 
@@ -145,6 +152,9 @@ def apply_nics(doc: Document, changes: Changes, vcpus: int | None) -> list[NicOu
         attrs: list[tuple[str, str]] = []
         cap = platform.tx_ring_cap(kind)
         for name, value in wanted.items():
+            if name == "queues" and kind in NO_MULTIQUEUE and value > 1:
+                outcome.skipped.append((name, value, f"type {kind}: {NO_MULTIQUEUE[kind]}"))
+                continue
             if name == "tx_queue_size" and cap is not None and value > cap:
                 outcome.skipped.append((name, value, f"type {kind} caps tx_queue_size at {cap}, it needs "
                                         f"vhostuser ({rule_text('tx-ring-backend')})"))

@@ -8,6 +8,7 @@ statistics), and the records are checked for what ran (paths, hashes, versions, 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -60,7 +61,9 @@ def ab_profile(tmp_path: Path, builds: dict[str, Path], repeat: int = 3) -> Path
 
 @needs_dpdk
 def test_a_three_build_sweep_alternates_and_records_every_binary(no_leftovers, tmp_path, builds, cli):
-    profile = ab_profile(tmp_path, builds)
+    # 5 repeats: with two candidates judged together (family-wise 97.5% per interval) fewer trials a side
+    # cannot reach a verdict by chance alone (compare.repeats_needed)
+    profile = ab_profile(tmp_path, builds, repeat=5)
     db = tmp_path / "ab.db"
     code, out, err = cli("sweep", str(profile), "--db", str(db))
     assert code == 0, err
@@ -70,10 +73,10 @@ def test_a_three_build_sweep_alternates_and_records_every_binary(no_leftovers, t
         records = store.trials(run_id, status=None)
         info = store.run(run_id)["info"]
     # builds alternate within every repeat: A B C A B C A B C, never all of one build first
-    assert [e["config"]["build"] for e in plan] == ["base", "same", "slow"] * 3
+    assert [e["config"]["build"] for e in plan] == ["base", "same", "slow"] * 5
     assert info["order"] == "interleaved"
-    assert len(records) == 9 and all(r.status == "ok" for r in records), [r.error for r in records]
-    assert [r.config["build"] for r in records] == ["base", "same", "slow"] * 3
+    assert len(records) == 15 and all(r.status == "ok" for r in records), [r.error for r in records]
+    assert [r.config["build"] for r in records] == ["base", "same", "slow"] * 5
     debian = _sha256(Path(TESTPMD))
     for record in records:
         forwarder = record.env.binaries["forwarder"]
@@ -86,7 +89,16 @@ def test_a_three_build_sweep_alternates_and_records_every_binary(no_leftovers, t
         else:
             assert forwarder["path"] == os.path.realpath(TESTPMD) and forwarder["sha256"] == debian
         assert "builds.slow.forwarder" not in record.config  # the table is not a knob; the binaries are recorded
-    # TODO(postcmp): `labctl compare --run N --by build --baseline base`: slow a regression, same neither
+    # the per-patch verdict: slow (16x the noisy reads per packet) a regression, the copy neither
+    code, out, err = cli("compare", "--db", str(db), "--run", str(run_id), "--by", "build", "--baseline", "base",
+                         "--format", "json")
+    assert code == 1, (out, err)  # a regression
+    verdicts = {row["candidate_value"]: row["verdict"] for row in json.loads(out)["verdicts"]}
+    assert verdicts["slow"] == "regression", out
+    assert verdicts["same"] not in ("regression", "progression"), out
+    code, out, err = cli("compare", "--db", str(db), "--run", str(run_id), "--by", "build", "--baseline", "base",
+                         "--format", "post")
+    assert code == 1 and "build: base vs slow" in out and "regression" in out, (out, err)
 
 
 @needs_dpdk

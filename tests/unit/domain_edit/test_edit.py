@@ -64,6 +64,7 @@ def test_only_driver_cputune_and_memory_backing_change():
         "+      <driver queues='4' rx_queue_size='1024'/>",
         '-      <driver name="vhost" queues="2" event_idx="on">',
         '+      <driver name="vhost" queues="4" event_idx="on" rx_queue_size="1024" tx_queue_size="1024">',
+        "+      <driver rx_queue_size='1024'/>",  # the user NIC: its rx ring (not its queues, nor tx above 256)
     ]
     assert "<!-- written by hand -->" in result.xml and '<x:extra a="1"/>' in result.xml
     assert result.live_pins == {1: "0", "emulator": "1"}
@@ -77,8 +78,9 @@ def test_interfaces_report_changed_skipped_and_why():
                                "tx_queue_size at 256, it needs vhostuser (rule tx-ring-backend:")
     assert "note: queues 4 is more than the domain's 2 vCPUs" in lines[0]
     assert lines[1].startswith("interface 1 (vhostuser, 52:54:00:00:00:02, model virtio): set queues 2 -> 4")
-    assert lines[2] == ("interface 2 (user, model virtio): skipped, type user: the user-mode (slirp/passt) backend "
-                        "has no multiqueue and no ring size setting; untouched")
+    assert lines[2].startswith("interface 2 (user, model virtio): set rx_queue_size unset -> 1024; skipped queues=4: "
+                               "type user: the user-mode (slirp) backend has one queue pair; skipped "
+                               "tx_queue_size=1024: type user caps tx_queue_size at 256, it needs vhostuser")
     assert lines[3] == "interface 3 (network, model e1000): skipped, not virtio (model e1000); untouched"
 
 
