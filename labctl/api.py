@@ -477,8 +477,7 @@ def check_threshold(threshold_pct: float) -> None:
 
 def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: Any = None,
             metric: str | None = None, threshold_pct: float | str | None = None, junit: str | Path | None = None,
-            baseline_db: str | Path | None = None, run: int | str | None = None, by: str | None = None,
-            layout: str = "table"):
+            baseline_db: str | Path | None = None, run: int | str | None = None, by: str | None = None):
     """A candidate run against a baseline run, per configuration: the change of ``metric`` with its interval
     and a verdict, the environment changes, ``exit_code`` 1 on a regression (:mod:`labctl.analysis.compare`).
     ``candidate``: a run of ``db`` (default: the newest); ``baseline``: a run of ``baseline_db`` (default
@@ -486,34 +485,13 @@ def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, cand
     (default: the newest) is compared inside: ``by``'s value ``baseline`` against each ``candidate`` value
     (one, a list, or None: every other), per configuration of the other knobs (:mod:`labctl.analysis.within`).
     ``metric``: default the candidate's own rate; ``threshold_pct``: :data:`DEFAULT_THRESHOLD_PCT`;
-    ``junit``: also a JUnit XML report; ``layout``: ``table`` or ``post`` text. Every argument is checked
-    before any work; two runs with no configuration in common are refused."""
-    from labctl.analysis.compare import check_measured, check_paired, compare_runs, parse_threshold
-    from labctl.analysis.junit import write_junit
-    from labctl.analysis.within import check_options, compare_within
-    from labctl.results.access import run_and_trials
+    ``junit``: also a JUnit XML report. Every argument is checked before any work; two runs with no
+    configuration in common are refused (:func:`labctl.analysis.requests.compare_request`)."""
+    from labctl.analysis.requests import compare_request
 
-    threshold_pct = parse_threshold(threshold_pct)
-    threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
-    check_threshold(threshold_pct)
-    check_view_format(layout)
-    candidates = check_options(run, by, baseline, candidate, baseline_db)
     if junit is not None:
         check_writable(Path(junit), "--junit")
-    if by is not None:
-        facts, records = run_and_trials(db, resolve_run(db, run, "--run"), "--run")
-        result = compare_within(records, by, baseline, candidates, metric, threshold_pct, facts)
-    else:
-        (base_run, base_records), (cand_run, cand_records), where = run_pair(
-            db, baseline, (candidates or [None])[0], baseline_db)
-        metric = metric or default_metric(judged_trials(cand_records))
-        check_measured(metric, [base_records, cand_records], where)
-        result = check_paired(compare_runs(base_records, cand_records, metric, threshold_pct, base_run, cand_run),
-                              base_records, cand_records)
-    if junit is not None:
-        write_junit(result, junit)
-    result.layout = "post" if layout == "post" else "table"
-    return result
+    return compare_request(db, baseline, candidate, metric, threshold_pct, junit, baseline_db, run, by)
 
 
 def check_view_format(fmt: str, what: str = "a comparison") -> None:
@@ -525,11 +503,12 @@ def check_view_format(fmt: str, what: str = "a comparison") -> None:
 
 
 def render_comparison(result, fmt: str = "table") -> str:
-    """A comparison as text (``table``) or ``json``."""
+    """A comparison as text (``table``), the rows as engineers post them (``post``) or ``json``."""
     from labctl.analysis.comparison_text import render_comparison as text
+    from labctl.analysis.post import render_post
     from labctl.analysis.renderers import text_or_json
 
-    return text_or_json(result, fmt, "a comparison", text)
+    return render_post(result) if fmt == "post" else text_or_json(result, fmt, "a comparison", text)
 
 
 def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:

@@ -10,7 +10,8 @@ LabError
 │   ├── ReadOnlyStoreError  --db names a store that cannot be written (a read-only file system)
 │   ├── UnknownRunError     a run id the store does not hold
 │   ├── RunBusyError        --resume of a run another labctl (alive) is still running
-│   └── ImportFormatError   an import file or line that is not a valid trial record
+│   ├── ImportFormatError   an import file or line that is not a valid trial record
+│   └── DomainXmlError      a domain XML (labctl apply) that is malformed, not a <domain>, or declares entities
 └── LabFault                the lab misbehaved; the CLI prints one line and exits 1, results are kept
     ├── HypervisorError     libvirt or QEMU refused or failed
     ├── ApplianceError      the guest appliance could not be built (apt, dpkg, cpio, a missing file)
@@ -112,6 +113,11 @@ class ImportFormatError(UserError):
         self.source, self.line, self.field, self.problem = source, line, field, problem
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {field}: {problem}" if field else f"{where}: {problem}")
+
+
+class DomainXmlError(UserError):
+    """The domain XML given (``--xml FILE`` or a defined domain) is malformed, not a ``<domain>``, or declares
+    entities; the message is one line naming the source."""
 
 
 class LabFault(LabError):

@@ -421,9 +421,6 @@ class Comparison:
     env_changes: list[EnvChange]
     items: list[ConfigVerdict]
     notes: list[str] = field(default_factory=list)
-    #: how its text reads: ``table`` (:mod:`labctl.analysis.comparison_text`) or ``post``, the rows as
-    #: engineers post them (:mod:`labctl.analysis.post`); JSON is the same either way
-    layout: str = "table"
     #: what the compared trials ran on: host, cpu_model, accel, lab (:func:`shared_env`)
     env: dict[str, Any] = field(default_factory=dict)
 

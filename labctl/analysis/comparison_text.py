@@ -9,10 +9,9 @@ from typing import Any
 
 from labctl.analysis.compare import Comparison
 from labctl.analysis.environments import ENV_FIELDS
-from labctl.analysis.post import render_post
 from labctl.analysis.renderers import aligned
 
-__all__ = ["render_comparison", "render_post", "format_time"]
+__all__ = ["render_comparison", "format_time"]
 
 
 def format_time(t: float | None) -> str:
@@ -40,11 +39,9 @@ def _heading(c: Comparison) -> list[str]:
 
 def render_comparison(comparison: Comparison) -> str:
     """The comparison as text: the runs, what changed in their environments, one row per configuration,
-    the reason of every verdict but "no change", and notes; as the posts' rows when its ``layout`` is
-    ``post`` (:func:`labctl.analysis.post.render_post`)."""
+    the reason of every verdict but "no change", and notes (the posts' rows:
+    :func:`labctl.analysis.post.render_post`)."""
     c = comparison
-    if c.layout == "post":
-        return render_post(c)
     lines = _heading(c)
     if c.env_changes:
         lines.append("environment changes:")

@@ -52,9 +52,8 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
     Runs, values and the threshold are checked by the api: a bad one is one line naming the allowed values."""
     fmt = "json" if as_json else fmt
     api.check_view_format(fmt)
-    result = api.compare(db, baseline, candidate or None, metric, threshold, junit, baseline_db, run=run, by=by,
-                         layout="post" if fmt == "post" else "table")
-    typer.echo(api.render_comparison(result, "json" if fmt == "json" else "table"))
+    result = api.compare(db, baseline, candidate or None, metric, threshold, junit, baseline_db, run=run, by=by)
+    typer.echo(api.render_comparison(result, fmt))
     if junit is not None:
         say(f"wrote {junit}")
     if result.exit_code:

@@ -1,7 +1,7 @@
 """``labctl apply``: the advice, a tuned profile or knobs applied to the user's own domains: a domain XML
 file (``--xml IN --out OUT``) or a defined domain by name; ``--verify`` and ``--undo`` for defined ones.
 
-The last line of an apply or an undo is ``changed: N`` (what changed, or with ``--dry-run`` what would:
+The last line of an apply to a defined domain, or an undo, is ``changed: N`` (what changed, or with ``--dry-run`` what would:
 the XML counts one, each live pin one, a restart one): ``playbooks/roles/labctl_apply`` reads it for
 Ansible's ``changed``."""
 
@@ -65,7 +65,6 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
             typer.echo("dry run: nothing written")
         elif edit.changed:
             typer.echo(f"wrote {out}")
-        typer.echo(f"changed: {int(edit.changed)}")
         return
     if out is not None:
         raise UserError("--out is for --xml (a defined domain is changed in libvirt)")

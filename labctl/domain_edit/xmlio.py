@@ -24,14 +24,9 @@ from typing import Iterable
 
 from lxml import etree
 
-from labctl.errors import UserError
+from labctl.errors import DomainXmlError
 
 __all__ = ["DomainXmlError", "Document", "NewElement", "parse_domain", "safe_parser"]
-
-
-class DomainXmlError(UserError):
-    """The domain XML given (``--xml FILE`` or a defined domain) is malformed, not a ``<domain>``, or declares
-    entities; the message is one line naming the source."""
 
 
 def safe_parser() -> etree.XMLParser:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labctl.analysis.compare import compare_runs
-from labctl.analysis.comparison_text import render_comparison
+from labctl import api
 from labctl.analysis.post import check_format, number, render_post, row_label
 from labctl.analysis.within import compare_within
 from labctl.errors import UserError
@@ -41,8 +41,7 @@ verdict: 1 regression, 0 progressions, 0 no change, 1 cannot tell -> exit 1"""
 def test_within_a_run_the_rows_read_as_a_patch_post():
     result = compare_within(build_records(0), "build", "base", run={"id": 1, "profile_name": "demo"})
     assert render_post(result) == WITHIN
-    result.layout = "post"
-    assert render_comparison(result) == WITHIN  # the text compare prints with --format post
+    assert api.render_comparison(result, "post") == WITHIN  # the text compare prints with --format post
 
 
 def test_two_runs_read_the_same_way():

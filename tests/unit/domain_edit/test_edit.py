@@ -7,7 +7,7 @@ import pytest
 
 from labctl.domain_edit.changes import changes_from_knobs
 from labctl.domain_edit.edit import apply_changes
-from labctl.domain_edit.xmlio import DomainXmlError
+from labctl.errors import DomainXmlError
 from labctl.errors import KnobError
 
 DOMAIN = """<?xml version="1.0"?>
