@@ -616,3 +616,27 @@ def test_a_playbook_that_cannot_run_is_a_lab_fault(request):
     playbook.write_text("- hosts: all\n  tasks:\n    - ansible.builtin.no_such_module: {}\n")
     with pytest.raises(LabFault, match=r"^broken.yml did not run \(ansible-playbook exit 4"):
         run_playbook("test", playbook, _local_inventory(base), {}, data_dir=base / "fleet")
+
+
+def test_ci_playbook_compares_the_builds_of_a_patch_gate(request):
+    """labctl_builds: the job's sweep runs every build interleaved and `labctl compare --by build` judges
+    each against the baseline build; its rows in the posts' shape are kept as compare-builds.txt (and the
+    JUnit file). One repeat cannot decide: "cannot tell", exit 0, the job passes with the artefacts."""
+    base = private_dir("labctl-fleet-ci4-builds-", request)
+    folder = base / "same"
+    folder.mkdir()
+    os.chmod(base, 0o755)
+    os.chmod(folder, 0o755)
+    same = folder / "dpdk-testpmd"
+    shutil.copyfile(shutil.which("dpdk-testpmd"), same)
+    os.chmod(same, 0o755)
+    inventory, group_vars = ci_job(base, f"ci4-builds-{secrets.token_hex(3)}", labctl_plot_by="none",
+                                   labctl_builds={"base": {}, "same": {"forwarder": str(same)}})
+    run = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=base / "fleet")
+    (host,) = run.hosts
+    assert host.status == "ok", host.reason
+    text = (host.artifacts / "compare-builds.txt").read_text()
+    assert "build: base vs same" in text and "cannot tell" in text, text
+    assert (host.artifacts / "compare-builds.xml").read_text().startswith("<?xml")
+    lines = [json.loads(line) for line in (host.artifacts / "trials.jsonl").read_text().splitlines()]
+    assert [line["config"]["build"] for line in lines] == ["base", "same", "base", "same"]
