@@ -23,6 +23,9 @@ _DIMENSION_WORDS = {"host": "host", "accel": "accelerator", "lab": "lab"}
 def _shown(value: Any) -> str:
     if value is None:
         return "unknown"
+    if isinstance(value, dict) and {"path", "sha256"} <= value.keys():  # a binary (env.binaries' entries)
+        facts = ", ".join(str(value[k]) for k in ("version", "build") if value.get(k))
+        return f"{value['path']}@{str(value['sha256'])[:12]}" + (f" ({facts})" if facts else "")
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}"
     return str(value)

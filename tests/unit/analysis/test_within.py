@@ -101,7 +101,14 @@ def test_a_dict_of_dicts_environment_field_is_diffed_per_entry(monkeypatch):
 
     changes = environments.env_changes([rec("aa")], [rec("bb")], "build base -> slow")
     assert [c.field for c in changes] == ["binaries.forwarder"]
-    assert "sha256=aa" in changes[0].before[0] and "sha256=bb" in changes[0].after[0]
+    # a binary reads as path@sha256 (its first 12 digits), then its version and build when recorded
+    assert changes[0].before == ("/usr/bin/dpdk-testpmd@aa",) and changes[0].after == ("/usr/bin/dpdk-testpmd@bb",)
+
+
+def test_a_binary_reads_as_path_at_hash_with_its_version_and_build():
+    binary = {"path": "/opt/b/dpdk-testpmd", "sha256": "43737e12acf321135ab8", "version": "DPDK 22.11.11",
+              "build": "rxfree128"}
+    assert environments._shown(binary) == "/opt/b/dpdk-testpmd@43737e12acf3 (DPDK 22.11.11, rxfree128)"
 
 
 def test_values_are_matched_as_recorded():
