@@ -52,12 +52,19 @@ def _libvirt():
     return libvirt
 
 
-def _domain(name: str, uri: str):
+def find_domain(name: str, uri: str):
+    """The domain ``name`` on ``uri``; one line (exit 2) when there is none."""
     if not name or not isinstance(name, str):
         raise UserError("DOMAIN: a domain name is required (allowed: a defined domain: virsh list --all)")
     dom = hypervisor.lookup(uri, name)
     if dom is None:
         raise UserError(f"DOMAIN={name}: no such domain on {uri} (allowed: a defined domain's name: virsh list --all)")
+    return dom
+
+
+def _domain(name: str, uri: str):
+    """A defined (persistent) domain: what apply and undo change."""
+    dom = find_domain(name, uri)
     if not dom.isPersistent():
         raise UserError(f"DOMAIN={name}: a transient domain (not defined); labctl apply changes defined domains only "
                         "(allowed: a domain from virsh list --all --persistent)")

@@ -26,7 +26,6 @@ from lxml import etree
 
 from labctl import platform
 from labctl.errors import HypervisorError, UserError
-from labctl.lab.libvirt import hypervisor
 from labctl.lab.libvirt.negotiation import describe_nics
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
@@ -226,10 +225,10 @@ def verify(name: str, uri: str | None) -> list[str]:
     or, without an agent, configured (QEMU's device properties)."""
     import libvirt
 
-    uri = uri or "qemu:///system"
-    dom = hypervisor.lookup(uri, name)
-    if dom is None:
-        raise UserError(f"DOMAIN={name}: no such domain on {uri} (allowed: a defined domain's name: virsh list --all)")
+    from labctl.domain_edit.live import DEFAULT_URI, find_domain
+
+    uri = uri or DEFAULT_URI
+    dom = find_domain(name, uri)
     if not dom.isActive():
         raise UserError(f"DOMAIN={name}: not running: nothing negotiated to read (allowed: a running domain; "
                         "start it, or --restart when applying)")
