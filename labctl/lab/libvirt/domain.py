@@ -45,7 +45,8 @@ FORWARDER_TIMEOUT_S = 300.0
 
 
 def check_measurable(plan: LabPlan, uri: str) -> None:
-    """Trials need a real hypervisor and one kind of host side for every NIC."""
+    """Trials need a real hypervisor, one kind of host side for every NIC, and a build's forwarder the
+    appliance can carry (:func:`appliance_forwarder`)."""
     if uri.startswith("test:"):
         raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
     if plan.vswitch.kind == "ovs-dpdk" and plan.topology == "vm2vm":
@@ -61,6 +62,7 @@ def check_measurable(plan: LabPlan, uri: str) -> None:
         raise UserError("guest.nics: a measured guest has either vhost-user NICs or tap/network NICs, not both "
                         "(the host side is one testpmd: net_vhost servers start before QEMU, af_packet ports "
                         "after it)")
+    appliance_forwarder(plan)  # a build's forwarder the appliance cannot carry: refused before anything starts
 
 
 def appliance_forwarder(plan: LabPlan) -> str | None:

@@ -34,7 +34,7 @@ from labctl.dpdk.runtime import start_recorded
 from labctl.lab.embedded.vswitch import host_ports, vswitch_testpmd
 from labctl.lab.ledger import LabState
 from labctl.lab.builds import Resolved, resolve
-from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, appliance_forwarder, check_measurable,
+from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, check_measurable,
                                        give_to_qemu, guest_stats, wait_for_paths)
 from labctl.lab.plan import LabPlan
 from labctl.results.record import Metrics
@@ -87,11 +87,9 @@ class Vm2vmGuestLab:
         """The vswitch's vhost-user servers for both guests, then guest A and guest B."""
         t0 = time.monotonic()
         plan = self.plan
-        check_measurable(plan, self.uri)
-        # a build's binaries checked before anything is created: the vswitch's, and the forwarder both
-        # appliances carry (GuestDomain.boot checks it again, and the QEMU build, per guest)
+        check_measurable(plan, self.uri)  # with the forwarder both appliances carry (appliance_forwarder)
+        # a build's binaries checked before anything is created (GuestDomain.boot checks its QEMU again)
         vswitch = self.programs.add(resolve(plan.build, "vswitch"))
-        appliance_forwarder(plan)
         resolve(plan.build, "qemu")
         ports = self._ports()
         sockets = [nic.socket for nic in ports]
