@@ -134,3 +134,33 @@ def test_vm2vm_embedded_runs_a_forwarder_build_in_both_guests(no_leftovers, tmp_
                 if arg.startswith("labctl-") or "-guest" in arg}
     assert any(p.endswith("-guest") for p in prefixes) and any(p.endswith("-guestb") for p in prefixes), prefixes
     assert not any(p.endswith("-vs") for p in prefixes), prefixes
+
+
+@needs_dpdk
+@needs_libvirtd
+def test_libvirt_vm2vm_runs_a_build_in_both_appliances_and_the_vswitch(clean_lab, no_leftovers, tmp_path, cli):
+    """Build ``same`` gives the forwarder both guests' appliances carry and the host-side testpmd vswitch."""
+    same = _same_build(Path(os.environ["LABCTL_RUN_DIR"]).parent / "builds" / "same")
+    data = yaml.safe_load((DOMAINS / "guest-vm2vm.yaml").read_text())
+    data.update(name="it-gv2vbuild", uri=LIBVIRT_URI, build="same",
+                builds={"same": {"forwarder": str(same), "vswitch": str(same)}})
+    data["workload"].update(duration_s=2, warmup_s=1)
+    data.pop("sweep", None)
+    profile = tmp_path / "gv2v.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    ours: list[Path] = []
+    try:
+        code, out, err = cli("run", str(profile), "--json")
+        ours = _entries_with(ap.default_cache_dir(), _sha256(same))
+        assert code == 0, err
+        record = json.loads(out)
+        assert record["status"] == "ok", record.get("error")
+        assert record["metrics"]["mpps"] > 0
+        binaries = record["env"]["binaries"]
+        for role in ("forwarder", "vswitch"):
+            assert binaries[role]["path"] == str(same) and binaries[role]["sha256"] == _sha256(same)
+            assert binaries[role]["build"] == "same"
+        assert len(ours) == 1  # guests A and B boot the one image
+    finally:
+        for entry in ours:
+            shutil.rmtree(entry, ignore_errors=True)
