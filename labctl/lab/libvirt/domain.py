@@ -4,7 +4,8 @@ The three measured libvirt labs (:class:`~labctl.lab.libvirt.guest.GuestLab` and
 OVS-DPDK variants, and :class:`~labctl.lab.libvirt.vm2vm.Vm2vmGuestLab` with two of these) boot their
 domains through :class:`GuestDomain`:
 
-    boot:  the appliance (built on first use) -> the domain XML (``domxml.render``) -> the lab's host
+    boot:  the appliance (built on first use; with a build's forwarder, the image carrying it:
+           :func:`appliance_forwarder`) -> the domain XML (``domxml.render``) -> the lab's host
            side (the caller's, before QEMU connects) -> taps, network, domain recorded in the ledger
            -> define + start -> the control channel's HELLO: the NICs as the guest's driver negotiated them
     trial: vCPU and emulator pins applied live (``virDomainPinVcpuFlags``/``virDomainPinEmulator`` with
