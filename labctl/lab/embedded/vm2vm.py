@@ -25,6 +25,7 @@ from labctl.host.fingerprint import fingerprint
 from labctl.host.sockets import unix_listening
 from labctl.host.threads import dpdk_worker_pins
 from labctl.safefs import remove_stale
+from labctl.lab.builds import Program, Resolved, resolve
 from labctl.lab.embedded.lab import FORWARDING_THREADS
 from labctl.dpdk.runtime import start_recorded
 from labctl.lab.hugepages import reserve
@@ -37,20 +38,22 @@ from labctl.lab.ovs.switch import OvsWindow
 LINK_TIMEOUT_S = 30.0
 
 
-def vm2vm_guest(plan: LabPlan, role: str, hugedir) -> Testpmd:
-    """Guest A (role ``guest``: txonly on the plan's NICs) or guest B (``guestb``: rxonly on the peer NICs)."""
+def vm2vm_guest(plan: LabPlan, role: str, hugedir, program: Program | None = None) -> Testpmd:
+    """Guest A (role ``guest``: txonly on the plan's NICs) or guest B (``guestb``: rxonly on the peer NICs);
+    ``program``: the forwarder's binary and environment (a build's runs both guests; None: the host's)."""
     nics, mode = (plan.nics, "txonly") if role == "guest" else (plan.peer_nics, "rxonly")
     vdevs = [f"net_virtio_user{n.index},path={devarg_path(n.socket)},queues={n.queues},"
              f"queue_size={n.virtqueue_size},server=1" for n in nics]
     suffix = "guest" if role == "guest" else "guestb"
     eal = EalOptions(file_prefix=f"{plan.file_prefix}-{suffix}", lcores=lcores_argument(list(plan.pins.vcpu_cpus)),
                      vdevs=vdevs, memory_mb=plan.forwarder.memory_mb(hugedir is not None), hugepages_dir=hugedir)
-    return Testpmd(role, eal, plan.forwarder.options(mode=mode), plan.dirs.log / f"{suffix}.log")
+    return Testpmd(role, eal, plan.forwarder.options(mode=mode), plan.dirs.log / f"{suffix}.log",
+                   binary=program.path if program else None, env=dict(program.env) if program else None)
 
 
-def vm2vm_vswitch(plan: LabPlan, hugedir) -> Testpmd:
+def vm2vm_vswitch(plan: LabPlan, hugedir, program: Program | None = None) -> Testpmd:
     """The testpmd vswitch: io mode, its net_vhost client ports interleaved A0, B0, A1, B1 so that testpmd's
-    paired port topology forwards A_i <-> B_i."""
+    paired port topology forwards A_i <-> B_i; ``program``: a build's vswitch (None: the host's testpmd)."""
     vs = plan.vswitch
     ports = [nic for pair in zip(plan.nics, plan.peer_nics) for nic in pair]
     vdevs = [f"net_vhost{i},iface={devarg_path(n.socket)},queues={vs.queues},client=1" for i, n in enumerate(ports)]
@@ -60,7 +63,8 @@ def vm2vm_vswitch(plan: LabPlan, hugedir) -> Testpmd:
     app = TestpmdOptions(forward_mode="io", nb_cores=len(vs.pmds), rxq=vs.queues, txq=vs.queues, burst=vs.burst,
                          total_mbufs=vs.mbufs, extra=["--disable-device-start", "--mask-event=intr_lsc",
                                                       "--mask-event=queue_state"])
-    return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log")
+    return Testpmd("vswitch", eal, app, plan.dirs.log / "vswitch.log",
+                   binary=program.path if program else None, env=dict(program.env) if program else None)
 
 
 def vm2vm_metrics(a0: dict[int, FwdStats], a1: dict[int, FwdStats], b0: dict[int, FwdStats],
@@ -105,20 +109,25 @@ class Vm2vmLab(OvsWindow):
         self.a: Testpmd | None = None
         self.b: Testpmd | None = None
         self._telemetry: dict[str, Telemetry] = {}
+        self.programs = Resolved()  # the binaries it runs (the plan's build, else the host's), recorded
 
     def start(self) -> None:
         plan, state = self.plan, self.state
         t0 = time.monotonic()
+        ovs = plan.vswitch.kind == "ovs-dpdk"
+        # resolved before anything is created: a build's path that went bad since validation stops here
+        forwarder = self.programs.add(resolve(plan.build, "forwarder"))  # guests A and B alike
+        vswitch = self.programs.add(resolve(plan.build, "vswitch", plan.vswitch.kind))
         state.make_dirs(plan.dirs.run, plan.dirs.log)
         mount = plan.dirs.hugetlbfs
-        ovs = plan.vswitch.kind == "ovs-dpdk"
         hugedir = None
         if ovs:
             from labctl.lab.ovs.switch import OvsSwitch
 
             pmds = frozenset().union(*(p for p in plan.vswitch.pmds if p)) or None
             self.switch = OvsSwitch(plan.name, state, plan.dirs.run.parent, plan.dirs.log, pmds, mount,
-                                    socket_mem_mb=plan.vswitch.socket_mem_mb)
+                                    socket_mem_mb=plan.vswitch.socket_mem_mb, vswitchd=vswitch.path,
+                                    vswitchd_env=dict(vswitch.env))
             self.switch.start()
         if ovs or plan.hugepages:
             need = 2 * plan.forwarder.memory_mb(True) + (0 if ovs else plan.vswitch.memory_mb(True))
@@ -142,8 +151,8 @@ class Vm2vmLab(OvsWindow):
                 self.switch.connect(f"a{a_nic.index}", f"b{b_nic.index}")
             if plan.vswitch.ovs:
                 self.switch.configure(**plan.vswitch.ovs)
-        self.a = vm2vm_guest(plan, "guest", hugedir)
-        self.b = vm2vm_guest(plan, "guestb", hugedir)
+        self.a = vm2vm_guest(plan, "guest", hugedir, forwarder)
+        self.b = vm2vm_guest(plan, "guestb", hugedir, forwarder)
         self.pids["guest"] = start_recorded(state, self.a)
         self.pids["guestb"] = start_recorded(state, self.b)
         if ovs:
@@ -151,7 +160,7 @@ class Vm2vmLab(OvsWindow):
             self.b.wait_ready()
             self.switch.wait_connected()
         else:
-            self._start_testpmd_vswitch(pairs, hugedir)
+            self._start_testpmd_vswitch(pairs, hugedir, vswitch)
         self.timings["guests_ready_s"] = time.monotonic() - t0
         self._telemetry = {"guest": Telemetry.connect(self.a.eal.file_prefix),
                            "guestb": Telemetry.connect(self.b.eal.file_prefix)}
@@ -161,10 +170,10 @@ class Vm2vmLab(OvsWindow):
         self.a.command("start")
         self.timings["setup_s"] = time.monotonic() - t0
 
-    def _start_testpmd_vswitch(self, pairs: list[tuple[NicPlan, NicPlan]], hugedir) -> None:
+    def _start_testpmd_vswitch(self, pairs: list[tuple[NicPlan, NicPlan]], hugedir, program: Program) -> None:
         plan = self.plan
         ports = [nic for pair in pairs for nic in pair]
-        self.vswitch = vm2vm_vswitch(plan, hugedir)
+        self.vswitch = vm2vm_vswitch(plan, hugedir, program)
         self.pids["vswitch"] = start_recorded(self.state, self.vswitch)
         self.vswitch.wait_ready()
         for index, nic in enumerate(ports):
@@ -219,7 +228,7 @@ class Vm2vmLab(OvsWindow):
         return pins
 
     def environment(self, pins: dict[str, str], shared: bool):
-        return fingerprint("embedded", pins, shared, self.hugepages)
+        return fingerprint("embedded", pins, shared, self.hugepages, binaries=self.programs.record())
 
     def details(self) -> dict[str, Any]:
         via = "OVS-DPDK flows a_i <-> b_i" if self.switch is not None else "a testpmd vswitch in io mode"

@@ -4,7 +4,8 @@ The three measured libvirt labs (:class:`~labctl.lab.libvirt.guest.GuestLab` and
 OVS-DPDK variants, and :class:`~labctl.lab.libvirt.vm2vm.Vm2vmGuestLab` with two of these) boot their
 domains through :class:`GuestDomain`:
 
-    boot:  the appliance (built on first use) -> the domain XML (``domxml.render``) -> the lab's host
+    boot:  the appliance (built on first use; with a build's forwarder, the image carrying it:
+           :func:`appliance_forwarder`) -> the domain XML (``domxml.render``) -> the lab's host
            side (the caller's, before QEMU connects) -> taps, network, domain recorded in the ledger
            -> define + start -> the control channel's HELLO: the NICs as the guest's driver negotiated them
     trial: vCPU and emulator pins applied live (``virDomainPinVcpuFlags``/``virDomainPinEmulator`` with
@@ -45,7 +46,8 @@ FORWARDER_TIMEOUT_S = 300.0
 
 
 def check_measurable(plan: LabPlan, uri: str) -> None:
-    """Trials need a real hypervisor and one kind of host side for every NIC."""
+    """Trials need a real hypervisor, one kind of host side for every NIC, and a build's forwarder the
+    appliance can carry (:func:`appliance_forwarder`)."""
     if uri.startswith("test:"):
         raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
     if plan.vswitch.kind == "ovs-dpdk" and plan.topology == "vm2vm":
@@ -61,6 +63,29 @@ def check_measurable(plan: LabPlan, uri: str) -> None:
         raise UserError("guest.nics: a measured guest has either vhost-user NICs or tap/network NICs, not both "
                         "(the host side is one testpmd: net_vhost servers start before QEMU, af_packet ports "
                         "after it)")
+    appliance_forwarder(plan)  # a build's forwarder the appliance cannot carry: refused before anything starts
+
+
+def appliance_forwarder(plan: LabPlan) -> str | None:
+    """The build's forwarder the guest's appliance carries as its dpdk-testpmd (resolved, checked), or None
+    for Debian's. Refused (one line, before anything is created): a build env for it, which would be a host
+    path in the guest (the appliance runs it with its own LD_LIBRARY_PATH: Debian's DPDK libraries and the
+    plugin directory), and a library it needs that the appliance does not carry."""
+    if plan.build.forwarder is None or plan.stack != "dpdk":
+        return None
+    from labctl.lab.libvirt.appliance.image import missing_libraries
+
+    program = resolve(plan.build, "forwarder")
+    if program.env:
+        raise PlanError(f"builds.{plan.build.label}.env: a libvirt guest's forwarder runs in the appliance with "
+                        "its own environment, where a host build tree's variables mean nothing (allowed: no env "
+                        "in a build whose forwarder runs in a libvirt guest)")
+    missing = missing_libraries(Path(program.path))
+    if missing:
+        raise PlanError(f"builds.{plan.build.label}.forwarder: {program.path} needs {', '.join(missing)}, which "
+                        "the guest appliance does not carry (allowed: a testpmd linking Debian's DPDK 22.11 "
+                        "libraries, or a static build)")
+    return program.path
 
 
 def wait_for_paths(proc: Any, paths: list, timeout_s: float = 60.0) -> None:
@@ -153,14 +178,13 @@ class GuestDomain:
         from labctl.lab.libvirt.appliance import cache as appliance
 
         plan, state = self.plan, self.state
-        if plan.build.forwarder is not None:
-            raise PlanError(f"builds.{plan.build.label}.forwarder: a libvirt guest's appliance with a build's "
-                            "forwarder is not supported yet (allowed: backend embedded for a forwarder build)")
         self.qemu = resolve(plan.build, "qemu")  # a build's path checked again before anything is created
-        image = appliance.cached()
+        carried = appliance_forwarder(plan)
+        image = appliance.cached(forwarder=carried)
         if image is None:
-            self.phase("building the workload appliance (first use; cached afterwards)")
-            image = appliance.build()
+            self.phase("building the workload appliance " + (f"carrying {carried} (build {plan.build.label}; "
+                       "cached by its sha256)" if carried else "(first use; cached afterwards)"))
+            image = appliance.build(forwarder=carried)
         cmdline = image.cmdline("serve", macs=",".join(n.mac for n in plan.nics), channel=CHANNEL_NAME,
                                 **self.serve_params)
         ctx = replace(render_context(self.uri, cmdline, image, control_channel=CHANNEL_NAME),

@@ -139,7 +139,7 @@ class GuestLab:
         t0 = self.domain.boot(vhost_user_servers if plan.vhostuser_nics and self.own_host_side else None)
         if self.domain.qemu is not None:
             self.programs.add(self.domain.qemu)
-        if plan.stack == "dpdk":  # the appliance carries the host's testpmd (domain.py refuses a forwarder build)
+        if plan.stack == "dpdk":  # the testpmd the appliance carries: the build's (domain.appliance_forwarder) or Debian's
             self.programs.add(resolve(plan.build, "forwarder"))
         if self.domain.qemu_pid:
             self.pids["qemu"] = self.domain.qemu_pid

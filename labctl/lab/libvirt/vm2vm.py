@@ -33,8 +33,9 @@ from labctl.lab.embedded.vm2vm import vm2vm_metrics
 from labctl.dpdk.runtime import start_recorded
 from labctl.lab.embedded.vswitch import host_ports, vswitch_testpmd
 from labctl.lab.ledger import LabState
-from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, check_measurable, give_to_qemu,
-                                       guest_stats, wait_for_paths)
+from labctl.lab.builds import Resolved, resolve
+from labctl.lab.libvirt.domain import (FORWARDER_TIMEOUT_S, GuestDomain, check_measurable,
+                                       give_to_qemu, guest_stats, wait_for_paths)
 from labctl.lab.plan import LabPlan
 from labctl.results.record import Metrics
 from labctl.safefs import make_dir, remove_stale
@@ -63,6 +64,7 @@ class Vm2vmGuestLab:
         self.boot_s = 0.0
         self.booted_now = False
         self.hugepages = plan.hugepages
+        self.programs = Resolved()  # the binaries it runs (the plan's build, else the host's), recorded
 
     @property
     def pids(self) -> dict[str, int]:
@@ -85,7 +87,10 @@ class Vm2vmGuestLab:
         """The vswitch's vhost-user servers for both guests, then guest A and guest B."""
         t0 = time.monotonic()
         plan = self.plan
-        check_measurable(plan, self.uri)
+        check_measurable(plan, self.uri)  # with the forwarder both appliances carry (appliance_forwarder)
+        # a build's binaries checked before anything is created (GuestDomain.boot checks its QEMU again)
+        vswitch = self.programs.add(resolve(plan.build, "vswitch"))
+        resolve(plan.build, "qemu")
         ports = self._ports()
         sockets = [nic.socket for nic in ports]
         self.state.make_dirs(plan.dirs.run, plan.dirs.log)
@@ -94,7 +99,8 @@ class Vm2vmGuestLab:
             self.state.record("path", str(sock))
             remove_stale(sock)
         self.phase("starting the vswitch (vhost-user servers for guests A and B)")
-        self.vswitch = vswitch_testpmd(plan, None, forward_mode="io", vdevs=host_ports(plan, nics=ports))
+        self.vswitch = vswitch_testpmd(plan, None, forward_mode="io", vdevs=host_ports(plan, nics=ports),
+                                       program=vswitch)
         start_recorded(self.state, self.vswitch)
         self.vswitch.wait_ready()
         self._telemetry = Telemetry.connect(self.vswitch.eal.file_prefix)
@@ -103,6 +109,9 @@ class Vm2vmGuestLab:
         for name, guest in (("A", self.a), ("B", self.b)):
             self.phase(f"guest {name}")
             guest.boot()
+        if self.a.qemu is not None:
+            self.programs.add(self.a.qemu)
+        self.programs.add(resolve(plan.build, "forwarder"))  # what both appliances carry
         self.boot_s = time.monotonic() - t0
         self.booted_now = True
         self.timings["boot_s"] = self.boot_s
@@ -188,7 +197,7 @@ class Vm2vmGuestLab:
 
     def environment(self, pins: dict[str, str], shared: bool):
         accel = "kvm" if self.a.domain_type == "kvm" else "tcg"
-        return fingerprint("libvirt", pins, shared, self.hugepages, accel=accel)
+        return fingerprint("libvirt", pins, shared, self.hugepages, accel=accel, binaries=self.programs.record())
 
     def details(self) -> dict[str, Any]:
         return {"nics": self.a.negotiated, "nics_b": self.b.negotiated, "topology": "vm2vm", "vswitch": "testpmd",

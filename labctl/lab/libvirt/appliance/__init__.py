@@ -14,6 +14,11 @@
   reports on the serial console with ``LABCTL-*`` lines: ``console`` (``kernel_cmdline``,
   ``parse_console``).
 
+A build's forwarder (``builds.NAME.forwarder`` on a libvirt guest) is carried as the appliance's
+``dpdk-testpmd`` instead of Debian's, in a cache entry of its own: its sha256 is part of the key (left out
+of the stock key, which is unchanged). It runs on the appliance's libraries, so every library it needs must
+be one the appliance carries (``image.missing_libraries``, checked before anything starts).
+
 The cache key (``key``) is a hash of everything the appliance is made from; ``cache`` holds the
 entries, ``cached()``, ``prune()`` and ``build()``; ``tools`` runs the host tools the builder needs.
 """

@@ -24,7 +24,7 @@ from labctl.lab.libvirt.appliance.console import kernel_cmdline
 from labctl.lab.libvirt.appliance.image import INITRD_NAME, KERNEL_NAME, _stage, init_sh_text
 from labctl.lab.libvirt.appliance.kernel import _fetch_kernel_deb, package_versions, resolve_kernel
 from labctl.lab.libvirt.appliance.key import KeyInputs, compute_key
-from labctl.lab.libvirt.appliance.tools import Progress, say
+from labctl.lab.libvirt.appliance.tools import Progress, say, sha256_file
 
 KEEP_ENTRIES = 3  # cache entries kept after a build (each about 17 MB)
 ENTRY_META = "appliance.json"
@@ -67,8 +67,9 @@ def default_cache_dir() -> Path:
 
 
 def gather_inputs(progress: Progress = None, cache_dir: Path | None = None,
-                  update_apt: bool = True) -> KeyInputs:
-    """What the appliance would be made from now, from apt's index and dpkg (no download)."""
+                  update_apt: bool = True, forwarder: str | None = None) -> KeyInputs:
+    """What the appliance would be made from now, from apt's index and dpkg (no download); ``forwarder``: a
+    build's dpdk-testpmd (a resolved path) the appliance carries instead of Debian's."""
     image, version, sha256, filename = resolve_kernel(progress, memo_dir=cache_dir,
                                                       update_apt=update_apt)
     return KeyInputs(
@@ -78,6 +79,8 @@ def gather_inputs(progress: Progress = None, cache_dir: Path | None = None,
         packages=package_versions(),
         init_sh_sha256=hashlib.sha256(init_sh_text()).hexdigest(),
         kernel_deb_filename=filename,
+        forwarder_sha256=sha256_file(Path(forwarder)) if forwarder else "",
+        forwarder_path=forwarder or "",
     )
 
 
@@ -102,6 +105,14 @@ def _load_entry(path: Path, built: bool = False) -> Appliance | None:
     )
 
 
+def _entry_forwarder(path: Path) -> str:
+    """The sha256 of the build's forwarder an entry carries ("" for Debian's testpmd)."""
+    try:
+        return str(json.loads((path / ENTRY_META).read_text()).get("forwarder_sha256", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def _entries(cache_dir: Path) -> list[Appliance]:
     if not cache_dir.is_dir():
         return []
@@ -115,16 +126,18 @@ def _entries(cache_dir: Path) -> list[Appliance]:
     return sorted(found, key=lambda a: a.kernel.parent.joinpath(ENTRY_META).stat().st_mtime)
 
 
-def cached(cache_dir: Path | None = None) -> Appliance | None:
-    """The cached appliance for the current inputs, or None.
+def cached(cache_dir: Path | None = None, forwarder: str | None = None) -> Appliance | None:
+    """The cached appliance for the current inputs (with ``forwarder``: the one carrying that binary), or None.
 
-    When apt cannot say what the inputs are (no apt lists, no network), the newest complete entry.
+    When apt cannot say what the inputs are (no apt lists, no network), the newest complete entry carrying
+    the same forwarder (by sha256; none: Debian's).
     """
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     try:
-        key = compute_key(gather_inputs(cache_dir=cache_dir, update_apt=False))
+        key = compute_key(gather_inputs(cache_dir=cache_dir, update_apt=False, forwarder=forwarder))
     except ApplianceError:
-        entries = _entries(cache_dir)
+        wanted = sha256_file(Path(forwarder)) if forwarder else ""
+        entries = [e for e in _entries(cache_dir) if _entry_forwarder(e.path) == wanted]
         return entries[-1] if entries else None
     return _load_entry(cache_dir / key)
 
@@ -146,11 +159,14 @@ def prune(cache_dir: Path | None = None, keep: int = KEEP_ENTRIES) -> list[Path]
     return removed
 
 
-def build(cache_dir: Path | None = None, force: bool = False, progress: Progress = None) -> Appliance:
-    """Build the appliance, or return the cached one made from the same inputs."""
+def build(cache_dir: Path | None = None, force: bool = False, progress: Progress = None,
+          forwarder: str | None = None) -> Appliance:
+    """Build the appliance, or return the cached one made from the same inputs. ``forwarder``: a build's
+    dpdk-testpmd (resolved path; :func:`labctl.lab.libvirt.appliance.image.missing_libraries` checked first)
+    carried instead of Debian's, in an entry of its own (its sha256 is part of the key)."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    inputs = gather_inputs(progress, cache_dir=cache_dir)
+    inputs = gather_inputs(progress, cache_dir=cache_dir, forwarder=forwarder)
     key = compute_key(inputs)
     final = cache_dir / key
     if not force:
@@ -181,6 +197,8 @@ def build(cache_dir: Path | None = None, force: bool = False, progress: Progress
                 "packages": dict(inputs.packages),
                 "builder_version": inputs.builder_version,
                 "init_sh_sha256": inputs.init_sh_sha256,
+                **({"forwarder_sha256": inputs.forwarder_sha256, "forwarder_path": inputs.forwarder_path}
+                   if inputs.forwarder_sha256 else {}),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "build_seconds": round(time.monotonic() - t0, 1),
             }

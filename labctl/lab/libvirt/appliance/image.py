@@ -23,7 +23,7 @@ from labctl import platform
 from labctl.errors import ApplianceError
 from labctl.lab.libvirt.appliance.key import KeyInputs
 from labctl.lab.libvirt.appliance.modules import module_index, module_load_order
-from labctl.lab.libvirt.appliance.tools import Progress, run, say
+from labctl.lab.libvirt.appliance.tools import Progress, run, say, sha256_file
 
 BUSYBOX = "/bin/busybox"
 BINARIES: tuple[str, ...] = ("/sbin/ethtool", "/usr/bin/dpdk-testpmd",
@@ -60,6 +60,40 @@ def ldd_closure(paths: Iterable[Path]) -> set[Path]:
             if m:
                 libs.add(Path(m.group(1)))
     return libs
+
+
+def ldd_names(path: Path) -> set[str]:
+    """The names of the shared libraries ``path`` needs, its whole closure as ldd lists it ("libx.so.1", the
+    loader by its file name), found on this host or not; empty for a static executable. The vDSO is left out:
+    the kernel maps it."""
+    proc = run(["ldd", str(path)], check=False)
+    names: set[str] = set()
+    for line in proc.stdout.splitlines():
+        m = re.match(r"\s*(\S+)\s+(?:=>|\()", line)
+        if m and not m.group(1).startswith("linux-vdso"):
+            names.add(Path(m.group(1)).name)
+    return names
+
+
+def appliance_libraries() -> set[str]:
+    """The library names the stock appliance carries: those ldd lists for its binaries and plugins, and
+    the plugins (the loader finds them through LD_LIBRARY_PATH, which holds the plugin directory)."""
+    plugins = _plugin_files(dpdk_plugin_dir())
+    names: set[str] = {p.name for p in plugins}
+    for path in [Path(b) for b in BINARIES + PRELOAD_LIBS] + plugins:
+        if path.exists():
+            names |= ldd_names(path)
+    return names
+
+
+def missing_libraries(binary: Path, carried: set[str] | None = None) -> list[str]:
+    """The libraries ``binary`` needs that the appliance does not carry (``carried``: its library names,
+    :func:`appliance_libraries` when None). A statically linked DPDK build needs none of DPDK's: EAL loads
+    its default plugin directory only in a shared build (``eal_plugins_init``, ``is_shared_build()``, DPDK's
+    lib/eal/common/eal_common_options.c), and the appliance passes no ``-d``, so the plugins it carries are
+    never loaded by a static binary."""
+    carried = appliance_libraries() if carried is None else carried
+    return sorted(ldd_names(binary) - carried)
 
 
 def dpdk_plugin_dir() -> Path:
@@ -148,6 +182,22 @@ def _write_cpio_gz(root: Path, out: Path) -> None:
             raise ApplianceError(f"cpio failed: {err.strip()}")
 
 
+def _place_forwarder(inputs: KeyInputs, root_dir: Path, progress: Progress) -> None:
+    """A build's forwarder as the root's /usr/bin/dpdk-testpmd (init.sh runs it by that name), checked to
+    be the binary the key was made of."""
+    src = Path(inputs.forwarder_path)
+    if sha256_file(src) != inputs.forwarder_sha256:
+        raise ApplianceError(f"{src} changed while the appliance was being built (its sha256 is not "
+                             f"{inputs.forwarder_sha256[:12]})")
+    dest = root_dir / "usr/bin/dpdk-testpmd"
+    dest.unlink(missing_ok=True)
+    shutil.copyfile(src, dest)
+    dest.chmod(0o755)
+    if sha256_file(dest) != inputs.forwarder_sha256:
+        raise ApplianceError(f"{src} changed while it was copied into the appliance")
+    say(progress, f"dpdk-testpmd: the build's {src} (sha256 {inputs.forwarder_sha256[:12]})")
+
+
 def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
            progress: Progress) -> str:
     """Unpack the kernel, fill the initramfs root, write vmlinuz and initrd.img into ``entry``."""
@@ -197,6 +247,8 @@ def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
     libs = ldd_closure(binaries + plugins)
     for path in sorted(set(binaries) | set(plugins) | libs):
         root.place(path)
+    if inputs.forwarder_path:
+        _place_forwarder(inputs, root_dir, progress)
     # busybox and its applets
     bb = root.place(Path(BUSYBOX))
     bb_in_root = "/" + str(bb.relative_to(root_dir))
@@ -224,7 +276,9 @@ def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
     init.chmod(0o755)
     (root_dir / "etc/labctl/build.json").write_text(json.dumps(
         {"key": key, "kernel_version": kver, "kernel_package": inputs.kernel_package,
-         "packages": dict(inputs.packages), "plugins": staged_plugins}, indent=1) + "\n")
+         "packages": dict(inputs.packages), "plugins": staged_plugins,
+         **({"forwarder": {"path": inputs.forwarder_path, "sha256": inputs.forwarder_sha256}}
+            if inputs.forwarder_path else {})}, indent=1) + "\n")
     (root_dir / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root_dir / "etc/group").write_text("root:x:0:\n")
     try:

@@ -2,7 +2,7 @@
 
 The cache key is a hash of: the kernel .deb's SHA-256 (from the apt index, checked after download), the
 versions of the Debian packages whose files are copied, init.sh's content, the module and plugin lists,
-and ``BUILDER_VERSION``.
+``BUILDER_VERSION`` and, for a build's forwarder, that binary's sha256.
 """
 
 from __future__ import annotations
@@ -32,10 +32,17 @@ class KeyInputs:
     modules: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(MODULE_GROUPS))
     plugins: tuple[str, ...] = platform.GUEST_DPDK_PLUGINS
     kernel_deb_filename: str = ""  # where apt fetches it from; not part of the key
+    #: a build's forwarder carried as the appliance's dpdk-testpmd: its sha256 is part of the key (so two builds
+    #: never share an image), left out when empty (the stock appliance's key is unchanged); its path is not
+    forwarder_sha256: str = ""
+    forwarder_path: str = ""
 
     def canonical(self) -> str:
         data = asdict(self)
         data.pop("kernel_deb_filename")
+        data.pop("forwarder_path")
+        if not self.forwarder_sha256:
+            data.pop("forwarder_sha256")
         data["packages"] = dict(sorted(self.packages.items()))
         data["modules"] = {k: list(v) for k, v in sorted(self.modules.items())}
         data["plugins"] = list(self.plugins)
