@@ -75,14 +75,20 @@ def check_socket_paths(plan: LabPlan) -> None:
 
 
 def check_measurable(profile: Profile) -> None:
-    """Refuse, before anything is created, a profile whose trials cannot run here (UserError)."""
+    """Refuse, before anything is created, a profile whose trials cannot run here (UserError): its plan,
+    and on a libvirt guest the plan of every build its sweep names (a build's forwarder must be one the
+    appliance can carry: :func:`labctl.lab.libvirt.domain.appliance_forwarder`)."""
     plan = derive(profile)
     check_socket_paths(plan)
     if profile.backend == "libvirt":
         from labctl.lab.libvirt.guest import check_measurable as check_guest
         from labctl.lab.libvirt.kernel import check_kernel_measurable
 
-        (check_guest if plan.tcp is None else check_kernel_measurable)(plan, profile.libvirt_uri)
+        check = check_guest if plan.tcp is None else check_kernel_measurable
+        check(plan, profile.libvirt_uri)
+        for label in profile.sweep.get("build", []):
+            if label != profile.build:
+                check(derive(profile.model_copy(update={"build": label})), profile.libvirt_uri)
 
 
 class LabSession:

@@ -11,7 +11,7 @@ from labctl import signals
 from labctl.lab.libvirt import hypervisor
 from labctl.events import OnEvent, notify
 from labctl.lab.builds import emulator_of
-from labctl.lab.libvirt.domain import give_to_qemu, render_context
+from labctl.lab.libvirt.domain import appliance_forwarder, give_to_qemu, render_context
 from labctl.lab.libvirt.domxml import RenderContext, render
 from labctl.lab.plan import LabPlan, derive
 from labctl.errors import HypervisorError, LabError, UserError
@@ -89,10 +89,11 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
     if real:
         from labctl.lab.libvirt.appliance import cache as appliance_mod
 
-        appliance = appliance_mod.cached()
+        carried = appliance_forwarder(plan)  # a build's forwarder, checked: the appliance carries it
+        appliance = appliance_mod.cached(forwarder=carried)
         if appliance is None:
             phase("building the workload appliance (first use; cached afterwards)")
-            appliance = appliance_mod.build()
+            appliance = appliance_mod.build(forwarder=carried)
     ctx = render_context(uri, appliance_cmdline(plan, appliance, mode) if appliance else None, appliance)
     xml = render(plan, replace(ctx, emulator=emulator_of(plan)))
     with stoppable(), locked(profile.name) as state:

@@ -28,3 +28,31 @@ def test_every_socket_of_an_ovs_vm2vm_plan_is_checked(tmp_path, monkeypatch):
     assert names == sorted(["vhost-0.sock", "vhost-1.sock", "vhost-b0.sock", "vhost-b1.sock", "db.sock",
                             "ovsdb-server.ctl", "ovs-vswitchd.ctl"])
     assert all(len(os.fsencode(p)) <= UNIX_PATH_MAX for p in unix_sockets(plan))
+
+
+def test_every_build_a_libvirt_sweep_names_is_checked_before_anything_starts(tmp_path, monkeypatch):
+    """A guest's forwarder build is checked (the appliance must be able to carry it) for every build of the
+    sweep, not only the profile's own: a bad one refuses the sweep up front, not at its trial."""
+    import shutil
+
+    import yaml
+
+    from labctl.lab.libvirt import guest
+    from labctl.measure.labs import check_measurable
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(folder, 0o755)
+    copy = folder / "dpdk-testpmd"
+    shutil.copyfile(shutil.which("dpdk-testpmd"), copy)
+    os.chmod(copy, 0o755)
+    data = yaml.safe_load((DOMAINS / "guest-vhostuser.yaml").read_text())
+    data["builds"] = {"base": {}, "copy": {"forwarder": str(copy)}}
+    data["sweep"] = {"build": ["base", "copy"]}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    checked = []
+    monkeypatch.setattr(guest, "check_measurable", lambda plan, uri: checked.append(plan.build.label))
+    check_measurable(load_profile(path, cpus=None).profile)
+    assert checked[1:] == ["base", "copy"]  # after the profile's own plan, every build of the sweep
