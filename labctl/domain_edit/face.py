@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from labctl.domain_edit.changes import Changes, changes_from_advice, changes_from_profile, changes_from_settings
 from labctl.domain_edit.edit import EditResult, apply_changes
 from labctl.errors import UserError
+from labctl.safefs import write_atomic
 from labctl.profile.knobs import parse_assignment
 
 __all__ = ["resolve_changes", "apply_xml", "apply_domain", "verify_domain", "undo_domain", "emit_advice", "check_emit_form",
@@ -63,18 +64,8 @@ def _read_xml(path: Path) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """``text`` to ``path`` through :func:`labctl.safefs.write_atomic`, keeping the mode of a file it replaces."""
+    write_atomic(path, text, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
 
 
 def apply_xml(xml_in: str | Path, out: str | Path | None, knobs: Sequence[str] = (), profile: str | Path | None = None,
