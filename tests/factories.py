@@ -109,3 +109,22 @@ def tcp_records(medians: dict[tuple, tuple[float, float, float]], *, kind: str =
             out.append(TrialRecord(id=tid, run_id=1, config=configs[key], env=env, metrics=metrics,
                                    repeat_index=repeat, started_at=1700000000.0 + 10.0 * tid))
     return out
+
+
+def build_binary(folder, name: str = "dpdk-testpmd", copy_of=None, script: str | None = None):
+    """A build's binary as the profile rules accept one: ``folder`` made (0755), the file in it a copy of
+    ``copy_of`` or a ``#!/bin/sh`` ``script``, root's (the test's user), mode 0755. Returns its path."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o755)
+    path = folder / name
+    if copy_of is not None:
+        shutil.copyfile(copy_of, path)
+    else:
+        path.write_text(f"#!/bin/sh\n{script}\n")
+    os.chmod(path, 0o755)
+    return path

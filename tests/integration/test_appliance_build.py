@@ -20,6 +20,7 @@ import yaml
 from labctl.lab.libvirt.appliance import cache as ap
 from tests.conftest import DOMAINS
 from tests.integration.conftest import LIBVIRT_URI, needs_dpdk, needs_libvirtd
+from tests.factories import build_binary
 
 TESTPMD = "/usr/bin/dpdk-testpmd"
 
@@ -29,12 +30,7 @@ def _sha256(path: Path) -> str:
 
 
 def _same_build(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    os.chmod(folder, 0o755)
-    same = folder / "dpdk-testpmd"
-    shutil.copyfile(TESTPMD, same)
-    os.chmod(same, 0o755)
-    return same
+    return build_binary(folder, copy_of=TESTPMD)
 
 
 def _entries_with(cache_dir: Path, sha: str) -> list[Path]:
@@ -85,12 +81,8 @@ def test_a_forwarder_build_runs_in_the_libvirt_guests_appliance(clean_lab, no_le
 @needs_libvirtd
 def test_an_appliance_forwarder_build_missing_a_library_is_one_line_and_exit_2(clean_lab, no_leftovers, tmp_path,
                                                                                 cli):
-    folder = Path(os.environ["LABCTL_RUN_DIR"]).parent / "builds" / "xml"
-    folder.mkdir(parents=True)
-    os.chmod(folder, 0o755)
-    binary = folder / "dpdk-testpmd"  # links libxml2, which the appliance does not carry
-    shutil.copyfile("/usr/bin/xmllint", binary)
-    os.chmod(binary, 0o755)
+    # links libxml2, which the appliance does not carry
+    binary = build_binary(Path(os.environ["LABCTL_RUN_DIR"]).parent / "builds" / "xml", copy_of="/usr/bin/xmllint")
     data = yaml.safe_load((DOMAINS / "guest-vhostuser.yaml").read_text())
     data.update(name="it-abad", uri=LIBVIRT_URI, builds={"bad": {"forwarder": str(binary)}}, build="bad")
     data.pop("sweep", None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import yaml
 from labctl.results.store import Store
 from tests.conftest import DOMAINS
 from tests.integration.conftest import needs_dpdk
+from tests.factories import build_binary
 
 TESTPMD = "/usr/bin/dpdk-testpmd"
 #: The planted handicap: 16 times the noisy-mode reads per packet domains/vnf.yaml asks (128). Options after
@@ -34,17 +34,10 @@ def _sha256(path: Path) -> str:
 def builds(tmp_path) -> dict[str, Path]:
     """``same``: a byte-identical copy of Debian's testpmd; ``slow``: a /bin/sh wrapper that execs it with
     the handicap; each named dpdk-testpmd (so leftover checks find its processes), root-owned, mode 0755."""
-    out = {}
-    for name in ("same", "slow"):
-        folder = tmp_path / "builds" / name
-        folder.mkdir(parents=True)
-        os.chmod(folder, 0o755)
-        out[name] = folder / "dpdk-testpmd"
-    shutil.copyfile(TESTPMD, out["same"])
-    out["slow"].write_text(f'#!/bin/sh\nexec {TESTPMD} "$@" --noisy-lkup-num-reads={SLOW_READS}\n')
-    for path in out.values():
-        os.chmod(path, 0o755)
-    return out
+    os.chmod(tmp_path, 0o755)
+    return {"same": build_binary(tmp_path / "builds" / "same", copy_of=TESTPMD),
+            "slow": build_binary(tmp_path / "builds" / "slow",
+                                 script=f'exec {TESTPMD} "$@" --noisy-lkup-num-reads={SLOW_READS}')}
 
 
 def ab_profile(tmp_path: Path, builds: dict[str, Path], repeat: int = 3) -> Path:
@@ -139,12 +132,8 @@ def test_a_qemu_build_redefines_the_domain_with_its_emulator(clean_lab, tmp_path
 
     if not Path("/run/libvirt/libvirt-sock").exists():
         pytest.skip("libvirtd is not running")
-    folder = Path(os.environ["LABCTL_RUN_DIR"]).parent / "qemu-build"
-    folder.mkdir(parents=True)
-    os.chmod(folder, 0o755)
-    wrapper = folder / "qemu-wrapped"
-    wrapper.write_text(f'#!/bin/sh\nexec {QEMU} "$@"\n')
-    os.chmod(wrapper, 0o755)
+    wrapper = build_binary(Path(os.environ["LABCTL_RUN_DIR"]).parent / "qemu-build", "qemu-wrapped",
+                           script=f'exec {QEMU} "$@"')
     data = yaml.safe_load((DOMAINS / "guest-vhostuser.yaml").read_text())
     data.update(name="it-qbuild", uri=LIBVIRT_URI, builds={"wrapped": {"qemu": str(wrapper)}}, build="wrapped")
     data.pop("sweep", None)

@@ -47,6 +47,7 @@ from labctl.fleet.events import EventLog
 from labctl.fleet.run import playbooks_dir, run_playbook
 from labctl.results.store import Store
 from tests.conftest import ROOT
+from tests.factories import build_binary
 from tests.integration.conftest import needs_dpdk
 
 pytestmark = [
@@ -623,13 +624,8 @@ def test_ci_playbook_compares_the_builds_of_a_patch_gate(request):
     each against the baseline build; its rows in the posts' shape are kept as compare-builds.txt (and the
     JUnit file). One repeat cannot decide: "cannot tell", exit 0, the job passes with the artefacts."""
     base = private_dir("labctl-fleet-ci4-builds-", request)
-    folder = base / "same"
-    folder.mkdir()
     os.chmod(base, 0o755)
-    os.chmod(folder, 0o755)
-    same = folder / "dpdk-testpmd"
-    shutil.copyfile(shutil.which("dpdk-testpmd"), same)
-    os.chmod(same, 0o755)
+    same = build_binary(base / "same", copy_of=shutil.which("dpdk-testpmd"))
     inventory, group_vars = ci_job(base, f"ci4-builds-{secrets.token_hex(3)}", labctl_plot_by="none",
                                    labctl_builds={"base": {}, "same": {"forwarder": str(same)}})
     run = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=base / "fleet")

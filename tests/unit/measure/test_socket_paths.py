@@ -39,14 +39,10 @@ def test_every_build_a_libvirt_sweep_names_is_checked_before_anything_starts(tmp
 
     from labctl.lab.libvirt import guest
     from labctl.measure.labs import check_measurable
+    from tests.factories import build_binary
 
-    folder = tmp_path / "b"
-    folder.mkdir()
     os.chmod(tmp_path, 0o755)
-    os.chmod(folder, 0o755)
-    copy = folder / "dpdk-testpmd"
-    shutil.copyfile(shutil.which("dpdk-testpmd"), copy)
-    os.chmod(copy, 0o755)
+    copy = build_binary(tmp_path / "b", copy_of=shutil.which("dpdk-testpmd"))
     data = yaml.safe_load((DOMAINS / "guest-vhostuser.yaml").read_text())
     data["builds"] = {"base": {}, "copy": {"forwarder": str(copy)}}
     data["sweep"] = {"build": ["base", "copy"]}
