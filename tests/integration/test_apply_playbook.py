@@ -74,7 +74,10 @@ def test_apply_playbook_check_apply_again_undo(domain, tmp_path, no_leftovers):
                 private_data_dir=str(private), project_dir=str(ROOT / "playbooks"), playbook="apply.yml",
                 inventory=str(inventory), extravars={**extravars, **overrides}, quiet=True,
                 **({"cmdline": "--check"} if check else {}),
-                envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local")})
+                envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local")},
+                # without a cancel callback ansible-runner installs its own SIGINT/SIGTERM handlers in this
+                # (pytest's main) thread and never restores them: later tests' signals would go to it
+                cancel_callback=lambda: False)
         stats = runner.stats or {}
         assert runner.rc == 0 and not stats.get("failures") and not stats.get("dark"), runner.stdout.read()[-3000:]
         return {"changed": stats.get("changed", {}).get("local", 0), "out": runner.stdout.read()}
