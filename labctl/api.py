@@ -596,33 +596,25 @@ __all__ += ["report_document", "check_html_out", "report_html", "compare_html"]
 
 def report_document(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
                     metric: str | None = None, host: str | None = None) -> dict[str, Any]:
-    """A run's report as one JSON document (what ``labctl report --format json`` prints and
-    ``labctl report --html`` renders): the report's rows and notes, the question, the advice with its
-    refusals, the environment, the steadiness probe, every warning and trial, and NDR/PDR searches
-    (:func:`labctl.analysis.html.document.run_document`)."""
-    from labctl.analysis.html.document import run_document
+    """A run as one JSON document, what ``labctl report --format json`` prints and ``--html`` renders
+    (:func:`labctl.analysis.html.document.stored_run_document`; the advice is :func:`advise`'s)."""
+    from labctl.analysis.html.document import stored_run_document
 
-    if metric is not None:
-        metric = _check_metric(metric)
-    run_id, records, _info = run_trials(db, run, status=None, host=host, measurements=True)
-    with open_store(db) as store:
-        facts = store.run(run_id)
-    metric = metric or default_metric([r for r in judged_trials(records) if r.status == "ok"] or records)
-    return run_document(records, facts, by, metric, advise=lambda: advise(db, run_id, host=host).to_dict())
+    return stored_run_document(db, run, by, metric and _check_metric(metric), host,
+                               advise=lambda run_id: advise(db, run_id, host=host).to_dict())
 
 
 def check_html_out(out: str | Path, option: str = "--html") -> Path:
-    """``out``: a file ending in .html in an existing writable directory (checked before any work)."""
-    out = Path(out)
-    if out.suffix.lower() not in (".html", ".htm"):
+    """``out``: a file ending in .html or .htm in an existing writable directory (before any work)."""
+    if Path(out).suffix.lower() not in (".html", ".htm"):
         raise UserError(f"{option} {out}: the page is written as HTML (allowed: a path ending in .html or .htm)")
-    check_writable(out, option)
-    return out
+    check_writable(Path(out), option)
+    return Path(out)
 
 
 def report_html(out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
                 metric: str | None = None, host: str | None = None) -> Path:
-    """Write a run's page to ``out`` (:func:`report_document` rendered by :mod:`labctl.analysis.html.page`)."""
+    """Write a run's page to ``out``: :func:`report_document` rendered (:mod:`labctl.analysis.html.page`)."""
     from labctl.analysis.html.page import render_run, write
 
     out = check_html_out(out)
@@ -633,5 +625,4 @@ def compare_html(result, out: str | Path) -> Path:
     """Write a comparison's page (:func:`compare`'s result, rendered from its JSON) to ``out``."""
     from labctl.analysis.html.page import render_comparison, write
 
-    out = check_html_out(out)
-    return write(render_comparison(result.to_dict()), out)
+    return write(render_comparison(result.to_dict()), check_html_out(out))

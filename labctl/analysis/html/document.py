@@ -140,3 +140,17 @@ def run_document(records: list[TrialRecord], facts: dict[str, Any], by: str | No
         "searches": searches(records, knobs),
         "trials": trials(records, knobs, metric),
     }
+
+
+def stored_run_document(db, run: int | None, by: str | None, metric: str | None, host: str | None,
+                        advise: Callable[[int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """:func:`run_document` of ``run`` (default: the newest) of the store ``db``: every trial of the run
+    (``host``: that host's), ``metric`` defaulting to what the run measured; ``advise(run_id)``."""
+    from labctl.results.access import open_store, run_trials
+    from labctl.results.metrics import default_metric
+
+    run_id, records, _info = run_trials(db, run, status=None, host=host, measurements=True)
+    with open_store(db) as store:
+        facts = store.run(run_id)
+    metric = metric or default_metric([r for r in judged_trials(records) if r.status == "ok"] or records)
+    return run_document(records, facts, by, metric, advise=None if advise is None else lambda: advise(run_id))
