@@ -587,3 +587,42 @@ def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[
     metric = _check_metric(metric)
     run_id, records = trials(db, run)
     return compare_selections(records, baseline, candidate, metric, run_id)
+
+
+# --- the page people share: a run or a comparison as one self-contained HTML file ---------------------
+
+__all__ += ["report_document", "check_html_out", "report_html", "compare_html"]
+
+
+def report_document(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
+                    metric: str | None = None, host: str | None = None) -> dict[str, Any]:
+    """A run as one JSON document, what ``labctl report --format json`` prints and ``--html`` renders
+    (:func:`labctl.analysis.html.document.stored_run_document`; the advice is :func:`advise`'s)."""
+    from labctl.analysis.html.document import stored_run_document
+
+    return stored_run_document(db, run, by, metric and _check_metric(metric), host,
+                               advise=lambda run_id: advise(db, run_id, host=host).to_dict())
+
+
+def check_html_out(out: str | Path, option: str = "--html") -> Path:
+    """``out``: a file ending in .html or .htm in an existing writable directory (before any work)."""
+    if Path(out).suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"{option} {out}: the page is written as HTML (allowed: a path ending in .html or .htm)")
+    check_writable(Path(out), option)
+    return Path(out)
+
+
+def report_html(out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
+                metric: str | None = None, host: str | None = None) -> Path:
+    """Write a run's page to ``out``: :func:`report_document` rendered (:mod:`labctl.analysis.html.page`)."""
+    from labctl.analysis.html.page import render_run, write
+
+    out = check_html_out(out)
+    return write(render_run(report_document(db, run, by, metric, host)), out)
+
+
+def compare_html(result, out: str | Path) -> Path:
+    """Write a comparison's page (:func:`compare`'s result, rendered from its JSON) to ``out``."""
+    from labctl.analysis.html.page import render_comparison, write
+
+    return write(render_comparison(result.to_dict()), check_html_out(out))

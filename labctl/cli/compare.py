@@ -41,7 +41,10 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
                                          "write it: '256B: 4.69 vs 5.42 Mpps (+15.6% [...]) progression')"),
             as_json: bool = typer.Option(False, "--json", help="print the verdicts as JSON (= --format json)"),
             junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE",
-                                                 help="also write a JUnit XML report (one testcase per configuration)")
+                                                 help="also write a JUnit XML report (one testcase per configuration)"),
+            html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
+                                                help="also write the comparison's page: one self-contained HTML "
+                                                     "file (the --json document rendered)")
             ) -> None:
     """Compare a candidate run with a baseline run, or (--by) one knob's values inside one run: per configuration the change, its interval, a verdict.
 
@@ -52,10 +55,14 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
     Runs, values and the threshold are checked by the api: a bad one is one line naming the allowed values."""
     fmt = "json" if as_json else fmt
     api.check_view_format(fmt)
+    if html is not None:
+        api.check_html_out(html)
     result = api.compare(db, baseline, candidate or None, metric, threshold, junit, baseline_db, run=run, by=by)
     typer.echo(api.render_comparison(result, fmt))
     if junit is not None:
         say(f"wrote {junit}")
+    if html is not None:
+        say(f"wrote {api.compare_html(result, html)}")
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

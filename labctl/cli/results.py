@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -31,13 +32,27 @@ def report(db: Path = DB, run: Optional[int] = RUN,
            trend: Optional[str] = typer.Option(None, "--trend", metavar="PROFILE",
                                                help="the metric across every run of PROFILE, a row per run"),
            config: Optional[List[str]] = typer.Option(None, "--config", metavar="KNOB=VALUE",
-                                                      help="with --trend: only configurations with this value")) -> None:
+                                                      help="with --trend: only configurations with this value"),
+           html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
+                                               help="also write the run's page: one self-contained HTML file "
+                                                    "(the --format json document rendered: answer, table, plots, "
+                                                    "environment, steadiness, warnings, trials)")) -> None:
     """Tables of a run: median rate, 95% CI, n, loss per configuration; A/B deltas; notes.
 
     With --rows and --by: the posts' pivot (rows x configurations, each metric's median and % change).
 
-    With --trend: a profile's runs in time order (median, CI, n, change against the first, environment changes)."""
+    With --trend: a profile's runs in time order (median, CI, n, change against the first, environment changes).
+
+    With --html FILE: the run's page, one self-contained HTML file (not with --rows or --trend); --format json prints the document it renders."""
     from labctl.analysis.renderers import check_format
+
+    if html is not None:
+        for option, value in (("--trend", trend), ("--rows", rows)):
+            if value is not None:
+                raise UserError(f"{option}: not with --html (allowed: --html FILE with --run, --by, --metric, --host)")
+        if metric and len(metric) > 1:
+            raise UserError("--metric: the page summarizes one metric (given several)")
+        api.check_html_out(html)
 
     if trend is not None:
         for option, value in (("--run", run), ("--by", by), ("--rows", rows)):
@@ -58,6 +73,14 @@ def report(db: Path = DB, run: Optional[int] = RUN,
         return
     if metric and len(metric) > 1:
         raise UserError("several --metric need --rows (a pivot); a plain report summarizes one metric")
+    if html is not None:
+        say(f"wrote {api.report_html(html, db, run, by, metric[0] if metric else None, host)}")
+        if fmt == "table":
+            return
+    if fmt == "json":
+        typer.echo(json.dumps(api.report_document(db, run, by, metric[0] if metric else None, host), indent=2,
+                              default=str))
+        return
     typer.echo(api.render_report(api.report(db, run, by, metric[0] if metric else None, host), fmt,
                                  terminal_plot=plot))
 

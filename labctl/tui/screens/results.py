@@ -1,9 +1,11 @@
 """Results: the runs of the store (``api.runs``), then the configurations of one (``api.reports``: every
 scalar metric the trials carry) in a sortable, filterable table with the report's notes, and an A/B
-comparison of two selections of rows (``api.compare_trials``)."""
+comparison of two selections of rows (``api.compare_trials``); ``w`` writes the shown run's page
+(``api.report_html``) into the current directory as ``labctl-run-ID.html`` and shows its path."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -21,7 +23,8 @@ class ResultsScreen(LabScreen):
     SUB_TITLE = "Results"
     BINDINGS = [Binding("o", "sort", "Sort"), Binding("O", "sort(True)", "Reverse", show=False),
                 Binding("slash", "filter", "Filter"), Binding("1", "mark('A')", "A"), Binding("2", "mark('B')", "B"),
-                Binding("x", "clear_marks", "Clear A/B", show=False), Binding("f5", "refresh", "Refresh", show=False)]
+                Binding("x", "clear_marks", "Clear A/B", show=False), Binding("w", "write_page", "Page"),
+                Binding("f5", "refresh", "Refresh", show=False)]
 
     def __init__(self) -> None:
         super().__init__()
@@ -33,6 +36,7 @@ class ResultsScreen(LabScreen):
         self.runs: list[dict[str, Any]] = []
         self.highlighted: model.ConfigRow | None = None
         self.shown_count = (0, 0)
+        self.page: Path | None = None  # the last page written (w), shown under the notes
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -144,7 +148,24 @@ class ResultsScreen(LabScreen):
         if self.highlighted is not None and self.highlighted.notes:
             lines.append(f"{self.highlighted.label}: {'; '.join(self.highlighted.notes)}")
         lines += [f"note: {n}" for n in self.table.notes]
+        if self.page is not None:
+            lines.append(f"page: {self.page}")
         self._say("#notes", "\n".join(lines))
+
+    # -- the page ------------------------------------------------------------------------------------
+
+    def action_write_page(self) -> None:
+        """Write the shown run's page (one self-contained HTML file) into the current directory."""
+        if self.shown_run is None:
+            self.notify("no run shown", severity="warning", timeout=4)
+            return
+        out = Path.cwd() / f"labctl-run-{self.shown_run}.html"
+        self.call_api(api.report_html, out, self.lab.db, self.shown_run, done=self.page_written, group="page")
+
+    def page_written(self, path: Path) -> None:
+        self.page = path
+        self.notify(f"wrote {path}", timeout=8)
+        self.show_notes()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":

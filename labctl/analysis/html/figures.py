@@ -1,0 +1,191 @@
+"""The page's plots, drawn from the document (never from records) with matplotlib's SVG backend and
+returned as inline ``<svg>`` text: medians with their 95% intervals per knob value (a series per
+combination of the other knobs), an NDR/PDR search's loss against load with its bounds, latency
+percentiles at shares of the PDR, and a comparison's changes with their intervals and the threshold.
+
+Text stays text (``svg.fonttype: none``: the browser's own fonts, nothing embedded) and is escaped by
+matplotlib's SVG writer; ``text.parse_math`` is off so a ``$`` in a name is only a character."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+from typing import Any
+
+from labctl.analysis.grouping import sort_key
+
+_counter = itertools.count()
+
+#: Most series drawn in one NDR plot (a run may hold many searches; the table lists them all).
+MAX_SEARCHES = 8
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _label(knobs: dict[str, Any], keys: list[str]) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={knobs.get(k)}" for k in keys)
+
+
+def _svg(fig, plt) -> str:
+    """The figure as an ``<svg>`` element: no XML declaration, DOCTYPE or metadata; ids unique per page."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"labctl-{next(_counter)}",
+                                "text.parse_math": False}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return re.sub(r'\s(width|height)="[0-9.]+pt"', "", text, count=2)  # scales with the page (viewBox kept)
+
+
+def _figure(plt, width: float = 9.0, height: float = 4.6):
+    with plt.rc_context({"text.parse_math": False}):
+        return plt.subplots(figsize=(width, height), dpi=100)
+
+
+def medians(doc: dict[str, Any]) -> str | None:
+    """Median with its 95% interval per value of the report's ``by`` knob, one series per combination
+    of the other knobs; without ``by`` one point per configuration."""
+    rows, by, knobs, metric = doc["rows"], doc["by"], doc["knobs"], doc["metric"]
+    if not rows:
+        return None
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, ax = _figure(plt)
+        if by:
+            others = [k for k in knobs if k != by]
+            xs_all = sorted({row["knobs"][by] for row in rows}, key=sort_key)
+            position = {str(x): i for i, x in enumerate(xs_all)}
+            series: dict[tuple, list] = {}
+            for row in rows:
+                series.setdefault(tuple(str(row["knobs"].get(k)) for k in others), []).append(row)
+            width = 0.25 / max(len(series), 1)
+            for index, (key, members) in enumerate(series.items()):
+                dodge = (index - (len(series) - 1) / 2) * width
+                members = sorted(members, key=lambda r: sort_key(r["knobs"][by]))
+                _errorbar(ax, [position[str(r["knobs"][by])] + dodge for r in members], members,
+                          _label(members[0]["knobs"], others) or metric)
+            ax.set_xticks(range(len(xs_all)), [str(x) for x in xs_all])
+            ax.set_xlim(-0.5, len(xs_all) - 0.5)
+            ax.set_xlabel(by)
+            if len(series) > 1:
+                ax.legend(fontsize=8, title=", ".join(k.split(".")[-1] for k in others))
+        else:
+            _errorbar(ax, list(range(len(rows))), rows, metric, line=False)
+            ax.set_xticks(range(len(rows)), [_label(r["knobs"], knobs).replace(", ", "\n") or "all trials"
+                                              for r in rows], fontsize=8)
+            ax.set_xlim(-0.5, len(rows) - 0.5)
+            ax.set_xlabel("configuration")
+        ax.set_ylabel(f"median {metric} (95% CI)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def _errorbar(ax, xs: list[float], rows: list[dict[str, Any]], label: str, line: bool = True) -> None:
+    ys = [r["median"] for r in rows]
+    lo = [r["median"] - r["ci"][0] if r["ci"][0] is not None else 0 for r in rows]
+    hi = [r["ci"][1] - r["median"] if r["ci"][1] is not None else 0 for r in rows]
+    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=4, label=label, linestyle="-" if line else "none")
+
+
+def ndr_loss(doc: dict[str, Any]) -> str | None:
+    """Each search's measurements: loss ratio against offered load, the NDR and PDR as vertical lines."""
+    searches = [s for s in doc.get("searches", []) if s["measurements"]][:MAX_SEARCHES]
+    if not searches:
+        return None
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, ax = _figure(plt)
+        keys = list(doc["knobs"])
+        for s in searches:
+            pts = [p for p in s["measurements"] if p["loss_ratio"] is not None]
+            label = f"trial {s['trial']}" + (f": {_label(s['knobs'], keys)}" if keys else "")
+            line, = ax.plot([p["offered_mpps"] for p in pts], [max(p["loss_ratio"], 0) * 100 for p in pts],
+                            marker="o", linestyle="none", label=label, alpha=0.8)
+            for name, style in (("ndr_mpps", "--"), ("pdr_mpps", ":")):
+                if s[name] is not None:
+                    ax.axvline(s[name], color=line.get_color(), linestyle=style, linewidth=1.2)
+        ax.axhline(searches[0]["pdr_loss_ratio"] * 100, color="grey", linewidth=0.8, alpha=0.7)
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.set_xlabel("offered load (Mpps)")
+        ax.set_ylabel("loss (%)")
+        ax.set_title("loss against load; dashed: NDR, dotted: PDR, grey: the PDR's loss limit", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def latency(doc: dict[str, Any]) -> str | None:
+    """Latency percentiles (p50, p90, p99) at the shares of the PDR each search measured them at."""
+    searches = [s for s in doc.get("searches", []) if s["latency"]][:MAX_SEARCHES]
+    if not searches:
+        return None
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, ax = _figure(plt, height=4.0)
+        for s, pct in itertools.product(searches, ("p50_us", "p90_us", "p99_us")):
+            pts = [p for p in s["latency"] if p.get(pct) is not None]
+            ax.plot([p["load_pct"] for p in pts], [p[pct] for p in pts], marker="o",
+                    label=f"trial {s['trial']} {pct.removesuffix('_us')}")
+        ax.set_xlabel("load (% of PDR)")
+        ax.set_xticks([10, 50, 90])
+        ax.set_ylabel("latency (us)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, ncols=3)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+VERDICT_COLOURS = {"regression": "#c0392b", "progression": "#1e8449", "no change": "#2471a3",
+                   "cannot tell": "#7f8c8d"}
+
+
+def changes(doc: dict[str, Any]) -> str | None:
+    """A comparison's change per configuration with its interval, the threshold's band shaded."""
+    items = [v for v in doc["verdicts"] if v.get("change_pct") is not None]
+    if not items:
+        return None
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, ax = _figure(plt, height=max(2.5, 0.45 * len(items) + 1.4))
+        t = doc["threshold_pct"]
+        ax.axvspan(-t, t, color="#d6eaf8", alpha=0.6, label=f"±{t:g}% threshold")
+        ax.axvline(0, color="black", linewidth=0.8)
+        for y, v in enumerate(items):
+            lo = v["change_pct"] - v["ci_low_pct"] if v.get("ci_low_pct") is not None else 0
+            hi = v["ci_high_pct"] - v["change_pct"] if v.get("ci_high_pct") is not None else 0
+            ax.errorbar([v["change_pct"]], [y], xerr=[[lo], [hi]], marker="o", capsize=4,
+                        color=VERDICT_COLOURS.get(v["verdict"], "black"))
+        ax.set_yticks(range(len(items)), [_item_label(v) for v in items], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"change of {doc['metric']} (%), {doc['confidence']:.1%} interval")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def _item_label(v: dict[str, Any]) -> str:
+    label = v.get("label") or "all"
+    if "candidate_value" in v:
+        label = f"{v['candidate_value']}: {label}"
+    return label[:60]
