@@ -447,8 +447,9 @@ def test_ci_playbook_collects_the_artefacts_and_plots_without_grouping(request, 
     (host,) = run.hosts
     assert host.status == "ok", host.reason
     got = {p.name for p in host.artifacts.iterdir()}
-    assert got >= {"trials.jsonl", "report.md", "plot.png", "advice.txt", "labctl.log"}
-    assert not got & {"compare.txt", "compare.xml", "baseline.jsonl"}  # no baseline named: not compared
+    assert got >= {"trials.jsonl", "report.md", "report.html", "plot.png", "advice.txt", "labctl.log"}
+    assert not got & {"compare.txt", "compare.xml", "compare.html", "baseline.jsonl"}  # no baseline named: not compared
+    assert (host.artifacts / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert (host.artifacts / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| guest.nics.*.rx_queue_size |" in (host.artifacts / "report.md").read_text()
     lines = (host.artifacts / "trials.jsonl").read_text().splitlines()
@@ -490,6 +491,7 @@ def test_ci_playbook_judges_the_sweep_against_a_named_baseline_run(request):
     assert re.search(r"^verdict: 0 regressions, [12] progressions?, 0 no change, [01] cannot tell -> exit 0$", text, re.M)
     root = ET.parse(host.artifacts / "compare.xml").getroot()
     assert root.get("failures") == "0" and len(root.findall("./testsuite/testcase")) == 2
+    assert (host.artifacts / "compare.html").read_text().startswith("<!DOCTYPE html>")
     def rates(path: Path) -> list[float]:
         return [json.loads(line)["metrics"]["mpps"] for line in path.read_text().splitlines()]
 
