@@ -28,7 +28,7 @@ AGENT_TIMEOUT = 240  # seconds from start to guest-ping answered (TCG, loaded ho
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 
 
-def domain_xml(name: str, overlay: Path, console: Path) -> str:
+def domain_xml(name: str, overlay: Path, backing: Path, console: Path) -> str:
     """A minimal domain booting ``overlay`` with its own boot loader, serial console to a file, agent channel."""
     domain = ET.Element("domain", type="qemu")  # KVM is not usable here: TCG
     ET.SubElement(domain, "name").text = name
@@ -45,6 +45,13 @@ def domain_xml(name: str, overlay: Path, console: Path) -> str:
     disk = ET.SubElement(devices, "disk", type="file", device="disk")
     ET.SubElement(disk, "driver", name="qemu", type="qcow2")
     ET.SubElement(disk, "source", file=str(overlay))
+    # the backing image is named here so that libvirt does not chown it to libvirt-qemu (it does, and leaves it so,
+    # when it finds the chain itself): QEMU only reads it, and it is world-readable
+    backing_store = ET.SubElement(disk, "backingStore", type="file")
+    ET.SubElement(backing_store, "format", type="qcow2")
+    source = ET.SubElement(backing_store, "source", file=str(backing))
+    ET.SubElement(source, "seclabel", model="dac", relabel="no")
+    ET.SubElement(backing_store, "backingStore")
     ET.SubElement(disk, "target", dev="vda", bus="virtio")
     serial = ET.SubElement(devices, "serial", type="file")
     ET.SubElement(serial, "source", path=str(console))
@@ -127,7 +134,7 @@ def test_boots_with_its_own_boot_loader_and_the_agent_answers(image, no_leftover
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.path), "-F", "qcow2",
                         str(overlay)], check=True)
         t0 = time.monotonic()
-        dom = conn.createXML(domain_xml(name, overlay, console), 0)  # transient: gone once destroyed
+        dom = conn.createXML(domain_xml(name, overlay, image.path, console), 0)  # transient: gone once destroyed
         wait_for_agent(dom, t0 + AGENT_TIMEOUT)
         print(f"\nboot to guest-ping: {time.monotonic() - t0:.0f} s (TCG, loaded host)")
         code, release = guest_exec(dom, "/usr/bin/uname", "-r")
@@ -150,6 +157,7 @@ def test_boots_with_its_own_boot_loader_and_the_agent_answers(image, no_leftover
         conn.close()
     assert name not in [d.name() for d in libvirt.open(LIBVIRT_URI).listAllDomains()]
     assert sha256_file(image.path) == before  # the image is never written
+    assert image.path.stat().st_uid == 0  # nor chowned to libvirt-qemu
     assert loops_under(image.entry) == []
 
 
