@@ -309,3 +309,42 @@ def test_mounts_under_reads_proc_mounts(monkeypatch, tmp_path):
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: table if str(self) == "/proc/self/mounts"
                         else real_read(self, *a, **k))
     assert tools.mounts_under(tmp_path / "w") == [f"{base}/w/root/proc", f"{base}/w/mnt"]
+
+
+def test_a_timed_out_tool_is_stopped_with_its_whole_process_group():
+    import sys
+
+    import psutil
+
+    child = ("import subprocess, sys, time\n"
+             "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+             "print(p.pid, flush=True)\ntime.sleep(60)\n")
+    with pytest.raises(GuestImageError, match="timed out after 1 s"):
+        tools.run([sys.executable, "-c", child], timeout=1)
+    # the tool's own child (as mmdebstrap's dpkg) is gone too, not left writing in the build directory
+    alive = [p for p in psutil.process_iter(["cmdline", "status"])
+             if "time.sleep(60)" in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+def test_a_missing_tool_is_one_guest_image_error():
+    with pytest.raises(GuestImageError, match="not installed"):
+        tools.run(["labctl-no-such-tool-x"])
+    assert tools.run(["cat"], input_text="abc").stdout == "abc"
+
+
+def test_release_stops_a_killed_builds_process_still_working_in_its_directory(tmp_path):
+    import subprocess
+    import sys
+
+    work = tmp_path / ".build-guest-dead"
+    (work / "root").mkdir(parents=True)
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=work / "root")
+    try:
+        assert [p.pid for p in tools.processes_in(work)] == [orphan.pid]
+        assert f"process {orphan.pid}" in tools.release(work)
+        orphan.wait(timeout=10)  # gone (already reaped by release: no exit code to read)
+        assert not work.exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
