@@ -33,7 +33,7 @@ from labctl.signals import CancelScope
 
 __all__ = [
     "Event", "OnEvent", "CancelScope", "Validation", "Doctor", "DEFAULT_DB", "SEARCH_ROLES",
-    "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image",
+    "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image", "build_guest_image",
     "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
     "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
     "report_metrics", "check_budget", "ndr", "search_settings", "default_metric", "DEFAULT_PRECISION",
@@ -140,6 +140,20 @@ def build_image(force: bool = False, on_event: OnEvent | None = None):
     from labctl.lab.libvirt.appliance import cache as appliance
 
     return appliance.build(force=force, progress=lambda text: notify(on_event, "note", message=text))
+
+
+def build_guest_image(out: str | Path | None, force: bool = False, on_event: OnEvent | None = None):
+    """Build (or find cached) the Debian 12 guest disk image (``labctl image guest``) and copy it to ``out``.
+    An existing ``out`` that is not an image labctl made is refused (``force``: replaced, and the image rebuilt).
+    Returns a :class:`~labctl.lab.libvirt.guestimage.GuestImageInfo` (``out`` set when copied)."""
+    from labctl.lab.libvirt.guestimage import cache as guestimage
+
+    target = Path(out).expanduser().absolute() if out is not None else None
+    if target is not None:
+        guestimage.check_out(target, force)
+    progress = lambda text: notify(on_event, "note", message=text)  # noqa: E731
+    info = guestimage.build_guest_image(force=force, on_progress=progress)
+    return guestimage.copy_image(info, target, progress) if target is not None else info
 
 
 # --- measuring ----------------------------------------------------------------------------------------

@@ -134,6 +134,10 @@ class ApplianceError(LabFault):
     """The appliance could not be built (apt, dpkg, a missing host file, cpio)."""
 
 
+class GuestImageError(LabFault):
+    """The guest disk image could not be built (mmdebstrap, a loop device, the file system, extlinux)."""
+
+
 class WorkloadError(LabFault):
     """A DPDK process failed to start, connect or forward."""
 

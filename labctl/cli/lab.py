@@ -1,4 +1,4 @@
-"""Commands about labs: validate, render, up, down, status, image build."""
+"""Commands about labs: validate, render, up, down, status, image build, image guest."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def status(uri: Optional[str] = typer.Option(None, help="also list labctl domain
         typer.echo(f"{entry['name']}: {entry['state']} ({entry['uri']}, {len(entry['resources'])} resources)")
 
 
-image_app = typer.Typer(help="The workload appliance (kernel + initramfs) the libvirt lab boots.", no_args_is_help=True)
+image_app = typer.Typer(help="The workload appliance (kernel + initramfs) the libvirt lab boots, and a guest disk image.", no_args_is_help=True)
 
 
 @image_app.command("build")
@@ -100,6 +100,31 @@ def image_build(force: bool = typer.Option(False, "--force", help="rebuild even 
     else:
         typer.echo(f"{'built' if built.built else 'cached'}: {built.path} (kernel {built.kernel_version}, "
                    f"{built.size_bytes / 1e6:.1f} MB)")
+
+
+@image_app.command("guest")
+def image_guest(out: Path = typer.Option(..., "--out", help="where to write the qcow2 (a copy of the cached image)"),
+                force: bool = typer.Option(False, "--force", help="rebuild, and replace an existing --out"),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """Build a small Debian 12 guest disk image (its own boot loader and kernel, qemu-guest-agent, DPDK), cached by its inputs, and copy it to --out.
+
+    A starting point for guest.image: boot a copy-on-write overlay of it, never the file itself."""
+    built = api.build_guest_image(out, force, None if as_json else phase_printer)
+    info = {"out": str(built.out), "image": str(built.path), "kernel": str(built.kernel),
+            "initrd": str(built.initrd), "cmdline": built.cmdline, "format": built.format,
+            "virtual_size": built.virtual_size, "size_bytes": built.size_bytes, "sha256": built.sha256,
+            "kernel_release": built.kernel_release, "kernel_package": built.kernel_package,
+            "kernel_package_version": built.kernel_package_version, "dpdk_version": built.dpdk_version,
+            "built": built.built}
+    if as_json:
+        print_json(info)
+        return
+    typer.echo(f"{'built' if built.built else 'cached'}: {built.path}")
+    typer.echo(f"copied to {built.out} ({built.format}, virtual {built.virtual_size >> 20} MiB, "
+               f"{built.size_bytes / 1e6:.0f} MB, sha256 {built.sha256[:16]}...)")
+    typer.echo(f"kernel {built.kernel_release} ({built.kernel_package} {built.kernel_package_version}), "
+               f"dpdk {built.dpdk_version}")
+    typer.echo(f"direct kernel boot: kernel {built.kernel} initrd {built.initrd} cmdline '{built.cmdline}'")
 
 
 def register(app: typer.Typer) -> None:
