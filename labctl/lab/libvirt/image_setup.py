@@ -26,9 +26,10 @@ from labctl.lab.plan import LabPlan
 from labctl.profile import template
 
 #: one line per network device with a bus device: name, MAC, PCI address (the device link's basename), driver
-NIC_SCRIPT = ('for d in /sys/class/net/*; do [ -e "$d/device" ] || continue; '
-              'printf "%s %s %s %s\\n" "${d##*/}" "$(cat "$d/address")" "$(basename "$(readlink -f "$d/device")")" '
-              '"$(basename "$(readlink -f "$d/device/driver")")"; done')
+NIC_SCRIPT = ('for d in /sys/class/net/*; do [ -e "$d/device" ] || continue; p=$(readlink -f "$d/device"); '
+              'case "${p##*/}" in virtio*) p=${p%/*} ;; esac; '  # virtio-net: device -> virtioN, its parent is the PCI function
+              'printf "%s %s %s %s\\n" "${d##*/}" "$(cat "$d/address")" "${p##*/}" '
+              '"$(basename "$(readlink -f "$p/driver")")"; done')
 FORWARDER_LOG = "/run/labctl-forwarder.log"
 FILE_PREFIX = "labctl-fwd"
 MAX_HUGEPAGES = 512  # 1 GiB of 2 MiB pages, as the appliance reserves at most
