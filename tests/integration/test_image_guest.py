@@ -78,28 +78,8 @@ def check_image_record(record, info) -> None:
         assert any("TCG" in w for w in record.warnings)
 
 
-def test_testpmd_in_the_image_run_and_ring_sweep(clean_lab, no_leftovers, write_profile, tmp_path, guest_image):
-    info, sha = guest_image
-    path = image_profile(write_profile, "it-img", info.path, "testpmd", boot=direct_boot(info),
-                         sweep="  guest.nics.*.rx_queue_size: [256, 512]")
-    record = api.run(api.load(path))
-    check_image_record(record, info)
-    assert record.details["forwarder"]["argv"][0] == "dpdk-testpmd"
-    db = tmp_path / "img.db"
-    result = api.sweep(api.load(path), db)
-    assert (result.ok, result.failed) == (2, 0)
-    with Store(db) as store:
-        records = store.trials(result.run_id)
-        boots = store.run(result.run_id)["info"]["boots"]
-    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 512] and boots == 2
-    for record in records:
-        check_image_record(record, info)
-        asked = record.config["guest.nics.0.rx_queue_size"]
-        assert {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]} == {asked}  # ethtool -g in the guest
-    assert sha256_of(str(info.path)) == sha  # the user's image was never written
-
-
-def test_command_template_forwarder(clean_lab, no_leftovers, write_profile, guest_image):
+def test_run_with_a_command_template(clean_lab, no_leftovers, write_profile, guest_image):
+    """`labctl run` of the user's forwarder as a template (here the image's own testpmd, written by hand)."""
     info, sha = guest_image
     template = ("dpdk-testpmd -l {cores} -n 1 --in-memory --iova-mode=pa --file-prefix it-cmd -a {pci0} -a {pci1} "
                 "-- --forward-mode=io --nb-cores=1 --rxd={rxd} --txd={txd} --burst={burst} --rxq={queues} "
@@ -109,7 +89,28 @@ def test_command_template_forwarder(clean_lab, no_leftovers, write_profile, gues
     record = api.run(api.load(path))
     check_image_record(record, info)
     argv = record.details["forwarder"]["argv"]
-    assert argv[:3] == ["dpdk-testpmd", "-l", "0-1"] and "--rxd=256" in argv
+    assert argv[:3] == ["dpdk-testpmd", "-l", "0-1"] and "--rxd=256" in argv and "-a" in argv
+    assert sha256_of(str(info.path)) == sha  # the user's image was never written
+
+
+def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profile, tmp_path, guest_image):
+    """A two-value sweep of guest.nics.*.rx_queue_size with the image's dpdk-testpmd: a boot per value, the
+    rings the guest's driver negotiated (ethtool -g in the guest, before binding) as asked."""
+    info, sha = guest_image
+    path = image_profile(write_profile, "it-img", info.path, "testpmd", boot=direct_boot(info),
+                         sweep="  guest.nics.*.rx_queue_size: [256, 512]")
+    db = tmp_path / "img.db"
+    result = api.sweep(api.load(path), db)
+    assert (result.ok, result.failed) == (2, 0)
+    with Store(db) as store:
+        records = store.trials(result.run_id)
+        boots = store.run(result.run_id)["info"]["boots"]
+    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 512] and boots == 2
+    for record in records:
+        check_image_record(record, info)
+        assert record.details["forwarder"]["argv"][0] == "dpdk-testpmd"
+        asked = record.config["guest.nics.0.rx_queue_size"]
+        assert {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]} == {asked}
     assert sha256_of(str(info.path)) == sha
 
 

@@ -42,6 +42,7 @@ from labctl.workload.forward import GuestCounters, Snapshot
 HOST_SIDE_ONLY = ("in-guest counters: none read from the image's forwarder; the guest's counters are the host "
                   "side's per-port counters (sent into each guest port, received from it)")
 STOP_TIMEOUT_S = 20.0
+PROBE_PPS = 10_000  # the probe that shows the forwarder forwards: low enough for any guest, TCG included
 
 
 def check_image(plan: LabPlan, uri: str) -> ImageInfo:
@@ -216,19 +217,32 @@ class ImageGuestLab(GuestLab):
         self.timings["setup_s"] = time.monotonic() - t0
 
     def _wait_forwarding(self, timeout_s: float) -> None:
-        """The host side's links up (the guest's queues ready: the forwarder runs its ports), the forwarder's
-        exit caught meanwhile; bounded, with its last output lines when it never gets there."""
+        """Until the forwarder forwards: the host side's links up (the guest's queues ready), then with labgen
+        short probes at a low rate until frames come back (a forwarder still waiting on its own link checks
+        forwards nothing yet); its exit is caught meanwhile. Bounded; its last output lines when it never gets
+        there. (flowgen: the links only.)"""
         dom = self.image_domain
         deadline = time.monotonic() + timeout_s
+        what = "bring its ports up"
         while True:
             dom.check_forwarder()
             if self._links_up():
-                return
+                what = "forward the probe frames"
+                if self.generator is None or self._probe_forwarded():
+                    return
             if time.monotonic() > deadline:
                 tail = " | ".join(dom.forwarder_tail(6).splitlines())
-                raise GuestForwarderError(f"the guest's forwarder did not bring its ports up within {timeout_s:.0f} s "
-                                          f"(last output: {tail or 'none'})")
+                raise GuestForwarderError(f"the guest's forwarder did not {what} within {timeout_s:.0f} s "
+                                          f"(its last output: {tail or 'none'})")
             signals.sleep(1.0)
+
+    def _probe_forwarded(self) -> bool:
+        """A 0.5 s labgen trial at PROBE_PPS per port: did any frame come back through the guest?"""
+        from labctl.workload.paced import trial_spec
+
+        assert self.generator is not None
+        spec = trial_spec(self.plan.generator, PROBE_PPS, 0.5, 0.0)
+        return self.generator.run_trial(spec).received > 0
 
     def _links_up(self) -> bool:
         if self.generator is not None:

@@ -183,3 +183,73 @@ def test_agent_that_never_answers_leaves_nothing(tmp_path, monkeypatch):
     domain.close()
     assert teardown(state) == []
     assert removed == [plan.domain_name] and not overlay_path.exists() and not plan.dirs.run.exists()
+
+
+class FakeGen:
+    def __init__(self, received):
+        self.received = list(received)
+        self.probes = 0
+
+    def ports(self):
+        return {0: {"started": 1, "link": 1}, 1: {"started": 1, "link": 1}}
+
+    def run_trial(self, spec):
+        from types import SimpleNamespace
+
+        self.probes += 1
+        return SimpleNamespace(received=self.received.pop(0) if self.received else 0)
+
+
+class SpawnAgent(Scripted):
+    def __init__(self, exit_after=None):
+        super().__init__({})
+        self.files[image_setup.FORWARDER_LOG] = b"EAL: Detected 2 lcore(s)\nPort 0: link state change\nBye...\n"
+        self.polls = 0
+        self.exit_after = exit_after
+
+    def exited(self, pid):
+        self.polls += 1
+        return 1 if self.exit_after is not None and self.polls > self.exit_after else None
+
+    def tail(self, path, lines=8):
+        return "\n".join(self.files[path].decode().splitlines()[-lines:])
+
+
+def _lab(tmp_path, agent, gen):
+    from labctl.lab.ledger import load_state
+    from labctl.lab.libvirt.image_guest import ImageGuestLab
+
+    lab = ImageGuestLab(_plan(tmp_path), load_state("img"), "qemu:///system", [])
+    lab.generator = gen
+    lab.image_domain.agent = agent
+    lab.image_domain.fwd_pid = 42
+    lab.image_domain.fwd_argv = ("dpdk-l2fwd",)
+    return lab
+
+
+def test_forwarder_waited_for_until_frames_come_back(tmp_path, monkeypatch):
+    from labctl.lab.libvirt import image_guest
+
+    monkeypatch.setattr(image_guest.signals, "sleep", lambda s: None)
+    gen = FakeGen([0, 0, 5000])
+    _lab(tmp_path, SpawnAgent(), gen)._wait_forwarding(60)
+    assert gen.probes == 3
+
+
+def test_forwarder_that_exits_is_reported_with_its_last_lines(tmp_path, monkeypatch):
+    from labctl.lab.libvirt import image_guest
+
+    monkeypatch.setattr(image_guest.signals, "sleep", lambda s: None)
+    with pytest.raises(GuestForwarderError, match=r"dpdk-l2fwd\) exited with code 1: .*Bye\.\.\.") as info:
+        _lab(tmp_path, SpawnAgent(exit_after=1), FakeGen([0, 0]))._wait_forwarding(60)
+    assert "\n" not in str(info.value)
+
+
+def test_forwarder_that_never_forwards_is_reported(tmp_path, monkeypatch):
+    from labctl.lab.libvirt import image_guest
+
+    clock = iter(range(0, 10000, 10))
+    monkeypatch.setattr(image_guest.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(image_guest.signals, "sleep", lambda s: None)
+    with pytest.raises(GuestForwarderError, match="did not forward the probe frames within 60 s .*link state change"):
+        _lab(tmp_path, SpawnAgent(), FakeGen([]))._wait_forwarding(60)
