@@ -146,7 +146,7 @@ class ZeroForwardingError(WorkloadError):
     """The workload ran but forwarded no packets; recorded as a failed trial, never as zero."""
 
 
-class AgentError(LabFault):
+class AgentError(HypervisorError):
     """The QEMU guest agent of a user's image did not answer, or a command run through it failed."""
 
 
