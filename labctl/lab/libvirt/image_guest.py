@@ -97,7 +97,7 @@ class ImageDomain(GuestDomain):
         self.agent = GuestAgent(self.dom, plan.domain_name)
         self.phase(f"waiting for the guest agent (at most {plan.image.agent_timeout_s:.0f} s)")
         self.agent_s = self.agent.wait_ready(plan.image.agent_timeout_s)
-        self.phase("reading the guest's NICs, reserving hugepages, binding the NICs for DPDK")
+        self.phase("reading the guest's NICs" + (", reserving hugepages, binding the NICs for DPDK" if for_dpdk else ""))
         self.facts = image_setup.guest_facts(self.agent)
         nics = image_setup.read_nics(self.agent, plan)
         self.negotiated = compare_nics(plan, nics)

@@ -120,6 +120,7 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
 def _up_image(loaded: LoadedProfile, plan: LabPlan, uri: str, mode: str, phase: Callable[[str], None]) -> UpResult:
     """``labctl up`` of a user's image: the vswitch (draining what the guest sends), the overlay, the domain,
     the agent's answer, the NICs as the guest negotiated them. The forwarder is a trial's (``labctl run``)."""
+    from labctl.lab.libvirt.domain import GuestDomain
     from labctl.lab.libvirt.image_guest import ImageDomain, check_image
 
     if mode != "verify":
@@ -150,7 +151,7 @@ def _up_image(loaded: LoadedProfile, plan: LabPlan, uri: str, mode: str, phase: 
         result = UpResult(plan.name, plan.domain_name, uri, domain.domain_type, hypervisor.domain_state(domain.dom),
                           nics=domain.negotiated, pins=pins, serial_log=str(plan.dirs.serial_log),
                           boot_s=time.monotonic() - started)
-    result.warnings = [w.render() for w in loaded.warnings] + domain.record_warnings()
+    result.warnings = [w.render() for w in loaded.warnings] + GuestDomain.record_warnings(domain)  # no trial
     return result
 
 
