@@ -146,6 +146,15 @@ class ZeroForwardingError(WorkloadError):
     """The workload ran but forwarded no packets; recorded as a failed trial, never as zero."""
 
 
+class AgentError(HypervisorError):
+    """The QEMU guest agent of a user's image did not answer, or a command run through it failed."""
+
+
+class GuestForwarderError(WorkloadError):
+    """The user's guest forwarder (its testpmd or command) exited or never forwarded; the message carries
+    its last output lines."""
+
+
 class StateError(LabFault):
     """The state file is unreadable or held by another labctl."""
 

@@ -26,16 +26,16 @@ def _static() -> dict:
 
 
 def fingerprint(lab: str, pins: dict, shared_cores: bool, hugepages: bool, accel: str | None = None,
-                binaries: dict | None = None) -> Environment:
+                binaries: dict | None = None, image: dict | None = None) -> Environment:
     """``binaries``: role -> {path, sha256, version, build} of every program the lab ran
-    (``labctl.lab.builds``), the record's ``env.binaries``."""
+    (``labctl.lab.builds``), the record's ``env.binaries``; ``image``: a user's image guest (``env.image``)."""
     if accel is None:
         accel = "none" if lab == "embedded" else kvm_status().accel
     static = _static()
     if os.environ.get("LABCTL_HOST"):
         static = {**static, "host": os.environ["LABCTL_HOST"]}
     return Environment(**static, accel=accel, lab=lab, pins=pins, shared_cores=shared_cores,
-                       hugepages=hugepages, binaries=binaries or {})
+                       hugepages=hugepages, binaries=binaries or {}, image=image or {})
 
 
 def cpu_hz() -> float | None:

@@ -271,6 +271,40 @@ def _build(profile: Profile) -> BuildPlan:
 
 
 @dataclass(frozen=True)
+class ImagePlan:
+    """A user's image guest (``guest.image``): the image booted through labctl's copy-on-write overlay (in the
+    lab's run directory), direct kernel boot when ``kernel`` is set, the agent's bound, and the forwarder
+    (``testpmd``: the image's dpdk-testpmd; ``command``: the filled template). ``identity``: size plus the
+    sha256 of its first MiB when the plan was derived (a rebuilt image is another domain)."""
+
+    path: str
+    identity: str
+    kernel: str | None
+    initrd: str | None
+    cmdline: str
+    access: str
+    agent_timeout_s: float
+    forwarder: str  # testpmd | command
+    command: str | None
+
+    def overlay(self, dirs: LabDirs) -> Path:
+        return dirs.run / "overlay.qcow2"
+
+
+def _image(profile: Profile) -> ImagePlan | None:
+    g = profile.guest
+    if g.image is None:
+        return None
+    from labctl.profile.userimage import identity_of
+
+    boot = g.boot
+    return ImagePlan(path=g.image, identity=identity_of(g.image), kernel=boot.kernel if boot else None,
+                     initrd=boot.initrd if boot else None, cmdline=boot.cmdline if boot else "", access=g.access,
+                     agent_timeout_s=g.agent_timeout_s, forwarder=profile.workload.forwarder,
+                     command=profile.workload.command)
+
+
+@dataclass(frozen=True)
 class LabPlan:
     name: str
     lab: str  # embedded | libvirt
@@ -292,6 +326,7 @@ class LabPlan:
     workload_kind: str = "forward"  # forward | tcp_stream | tcp_rr
     tcp: TcpPlan | None = None  # the tcp kinds' sessions, direction, addresses and ports
     build: BuildPlan = field(default_factory=BuildPlan)  # the binaries it runs (builds: / build)
+    image: ImagePlan | None = None  # a user's image guest (guest.image); None: the appliance
 
     @property
     def file_prefix(self) -> str:
@@ -317,7 +352,11 @@ class LabPlan:
                tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
                self.generator.kind, self.vswitch.kind, self.topology, self.stack)
         binaries = replace(self.build, label=None)  # the label alone changes no process
-        return key if binaries == BuildPlan() else (*key, binaries)
+        key = key if binaries == BuildPlan() else (*key, binaries)
+        if self.image is not None:  # the image (path and identity) and how it boots; not its forwarder
+            i = self.image
+            key = (*key, ("image", i.path, i.identity, i.kernel, i.initrd, i.cmdline))
+        return key
 
     @property
     def stack(self) -> str:
@@ -421,4 +460,4 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,
                    pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s,
                    topology=profile.topology, peer_nics=peers, workload_kind=w.kind, tcp=_tcp(profile),
-                   build=_build(profile))
+                   build=_build(profile), image=_image(profile))

@@ -85,6 +85,8 @@ def check_measurable(profile: Profile) -> None:
         from labctl.lab.libvirt.kernel import check_kernel_measurable
 
         check = check_guest if plan.tcp is None else check_kernel_measurable
+        if plan.image is not None:  # a user's image: the file probed (format, chain), the field named
+            from labctl.lab.libvirt.image_guest import check_image as check
         check(plan, profile.libvirt_uri)
         for label in profile.sweep.get("build", []):
             if label != profile.build:
@@ -163,7 +165,9 @@ class LabSession:
             self._phase("the domain changes: powering the guest off")
             self.close_guest()
         if self.guest is None:
-            if plan.topology == "vm2vm":
+            if plan.image is not None:
+                from labctl.lab.libvirt.image_guest import ImageGuestLab as lab_class  # the user's image and forwarder
+            elif plan.topology == "vm2vm":
                 from labctl.lab.libvirt.vm2vm import Vm2vmGuestLab as lab_class  # two guests, one vswitch
             elif plan.vswitch.kind == "ovs-dpdk":
                 from labctl.lab.libvirt.ovs_guest import OvsGuestLab as lab_class  # OVS and labgen host side

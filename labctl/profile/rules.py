@@ -375,6 +375,66 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 PROBE_TIMEOUT_S = 15.0
 
 
+@rule("guest-image", "A user's image boots as a libvirt guest (one guest between labctl's generator and sink, the "
+      "testpmd vswitch) and is reached through the QEMU guest agent; its forwarder (testpmd or a command) is a DPDK "
+      "program on virtio-net PCI devices fed by vhost-user; a command template is split into an argv and only named "
+      "fields are filled (never a shell). The file itself is read by qemu-img, never judged by its name.",
+      "libvirt domain XML disks and direct kernel boot (https://libvirt.org/formatdomain.html#hard-drives-floppy-"
+      "disks-cdroms, #direct-kernel-boot); QEMU guest agent (https://www.qemu.org/docs/master/interop/"
+      "qemu-ga-ref.html); qemu-img info (https://www.qemu.org/docs/master/tools/qemu-img.html); Python shlex")
+def _guest_image(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    from labctl.profile import template, userimage
+
+    g, w = p.guest, p.workload
+    if g.image is None:
+        if g.boot is not None:
+            yield _err("guest.boot", "direct kernel boot is for a user's image (allowed: set guest.image, or leave "
+                                     "guest.boot out for the appliance)")
+        if w.forwarder != "appliance":
+            yield _err("workload.forwarder", f"{w.forwarder} runs the image's own forwarder (allowed: appliance "
+                                             "without guest.image)")
+    else:
+        if p.backend != "libvirt":
+            yield _err("guest.image", "a disk image boots only as a libvirt guest (allowed: backend libvirt)")
+        if not os.path.isabs(g.image):
+            yield _err("guest.image", f"{g.image!r} is not an absolute path (allowed: /path/to/image.qcow2)")
+        elif os.path.exists(g.image):
+            try:
+                userimage.probe(g.image)
+            except userimage.ImageProblem as exc:
+                yield _err("guest.image", str(exc))
+        else:
+            yield _warn("guest.image", f"{g.image} does not exist yet (a run needs it; `labctl image guest --out "
+                                       f"{g.image}` builds one)")
+        if w.forwarder == "appliance":
+            yield _err("workload.forwarder", "an image guest runs its own forwarder (allowed: testpmd, command)")
+        if p.topology != "pvp" or w.kind != "forward" or p.vswitch.kind != "testpmd":
+            yield _err("guest.image", "an image guest is measured as pvp forwarding through the testpmd vswitch "
+                                      "(allowed: topology pvp, workload.kind forward, vswitch.kind testpmd)")
+        for i, nic in enumerate(g.nics):
+            if nic.backend != "vhostuser" or nic.model != "virtio":
+                yield _err(f"guest.nics.{i}.backend", "the image's DPDK forwarder runs on virtio-net fed by vhost-user "
+                                                      "(allowed: backend vhostuser, model virtio)")
+        if not 10 <= g.agent_timeout_s <= 3600:
+            yield _err("guest.agent_timeout_s", f"{g.agent_timeout_s:g} is out of range (allowed: 10..3600)")
+        if g.boot is not None:
+            for key in ("kernel", "initrd"):
+                value = getattr(g.boot, key)
+                if value is not None and not os.path.isabs(value):
+                    yield _err(f"guest.boot.{key}", f"{value!r} is not an absolute path (allowed: /path/to/file)")
+    if w.forwarder == "command":
+        if not w.command:
+            yield _err("workload.command", "forwarder command needs a template (allowed: e.g. 'dpdk-l2fwd -l {cores} "
+                                           "-a {pci0} -a {pci1} -- -p 0x3')")
+        else:
+            try:
+                template.split(w.command)
+            except template.TemplateProblem as exc:
+                yield _err("workload.command", str(exc))
+    elif w.command is not None:
+        yield _err("workload.command", "a template is for forwarder command (allowed: leave it out)")
+
+
 def binary_problem(path: str) -> str | None:
     """Why ``path`` cannot be a build's binary, or None: an absolute path to an executable regular file
     (symlinks resolved), owned by root or by the user running labctl, that no other user may write."""

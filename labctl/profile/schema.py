@@ -47,7 +47,20 @@ class Pinning(Model):
     vhost: CpuSet | None = None
 
 
+class GuestBoot(Model):
+    """Direct kernel boot of a user's image (libvirt ``<os><kernel/><initrd/><cmdline/>``): host paths."""
+
+    kernel: str
+    initrd: str | None = None
+    cmdline: str = ""
+
+
 class Guest(Model):
+    #: a user's disk image (qcow2 or raw) booted through a copy-on-write overlay labctl makes; None: the appliance
+    image: str | None = None
+    boot: GuestBoot | None = None  # direct kernel boot of the image; None: the image's own boot loader
+    access: Literal["agent"] = "agent"  # how labctl reaches an image guest: the QEMU guest agent (ssh: later)
+    agent_timeout_s: float = 180.0  # the bound on the guest agent's first answer after the domain starts
     vcpus: int = 2
     memory_mib: int = 1024
     hugepages: bool = False
@@ -71,6 +84,9 @@ class Workload(Model):
     #: tcp_rr: the guest's kernel virtio-net driver under TCP streams (iperf3) or request/response
     #: transactions (sockperf ping-pong), one client/server pair per session (labctl.workload.tcp).
     kind: Literal["forward", "tcp_stream", "tcp_rr"] = "forward"
+    #: the guest's forwarder: labctl's appliance, the image's own dpdk-testpmd, or the user's command template
+    forwarder: Literal["appliance", "testpmd", "command"] = "appliance"
+    command: str | None = None  # forwarder command: argv template with {pci0} {pci1} {cores} {rxd} {txd} {burst} {queues}
     sessions: int = 1  # tcp kinds: parallel sessions, one client/server pair each
     direction: Literal["guest_to_host", "host_to_guest"] = "guest_to_host"  # tcp kinds: where clients send from
     guest_queues: int | None = None  # tcp kinds: `ethtool -L combined N` in the guest (None: what the driver enabled)

@@ -39,6 +39,9 @@ class Environment(_Model):
     #: every program the lab ran, by role (forwarder, vswitch, qemu): {path (symlinks resolved), sha256,
     #: version, build (the label of ``builds``, None: the host's)}
     binaries: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: a user's image guest (guest.image): path, format, virtual_size, identity (size + sha256 of its first MiB),
+    #: and the guest's kernel and DPDK versions as read in the guest; empty for the appliance and embedded labs
+    image: dict[str, Any] = Field(default_factory=dict)
 
 
 class Metrics(_Model):

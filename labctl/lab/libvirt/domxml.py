@@ -7,12 +7,15 @@ MACs, sockets and taps, pins), everything about the host from a :class:`RenderCo
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from labctl import platform
 from labctl.lab.plan import LabPlan, NicPlan
 
 METADATA_NS = "urn:labctl:profile:1"
+#: libvirt's QEMU namespace (formatdomain.html "QEMU command-line passthrough" / qemu:override, libvirt >= 8.2)
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+AGENT_CHANNEL = "org.qemu.guest_agent.0"  # the port qemu-guest-agent opens (QEMU guest agent documentation)
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,51 @@ def cmdline_for(plan: LabPlan, ctx: RenderContext) -> str:
     return " ".join(p for p in parts if p)
 
 
+def image_cmdline(plan: LabPlan, ctx: RenderContext) -> str:
+    """An image guest's direct-kernel-boot command line: the user's, plus the TCG vhost-user workaround."""
+    assert plan.image is not None
+    return cmdline_for(plan, replace(ctx, cmdline=plan.image.cmdline, extra_cmdline=()))
+
+
+def _image_os(os_el: ET.Element, plan: LabPlan, ctx: RenderContext) -> None:
+    image = plan.image
+    assert image is not None
+    if image.kernel:
+        _sub(os_el, "kernel", image.kernel)
+        if image.initrd:
+            _sub(os_el, "initrd", image.initrd)
+        _sub(os_el, "cmdline", image_cmdline(plan, ctx))
+    else:
+        _sub(os_el, "boot", dev="hd")  # the image's own boot loader (SeaBIOS reads its first disk)
+
+
+def _image_devices(devices: ET.Element, plan: LabPlan) -> None:
+    """The overlay as a virtio disk and the guest agent's virtio-serial channel (libvirt picks its socket)."""
+    assert plan.image is not None
+    disk = _sub(devices, "disk", type="file", device="disk")
+    _sub(disk, "driver", name="qemu", type="qcow2", discard="unmap")
+    _sub(disk, "source", file=str(plan.image.overlay(plan.dirs)))
+    _sub(disk, "target", dev="vda", bus="virtio")
+    channel = _sub(devices, "channel", type="unix")
+    _sub(channel, "source", mode="bind")
+    _sub(channel, "target", type="virtio", name=AGENT_CHANNEL)
+
+
+def _no_msix(domain: ET.Element, plan: LabPlan) -> None:
+    """TCG + vhost-user without a kernel command line of labctl's (the image's own boot loader): QEMU 7.2
+    crashes with vhost-user and MSI-X under TCG, and ``pci=nomsi`` cannot be given, so each virtio NIC gets
+    ``vectors=0`` (no MSI-X table) through libvirt's qemu:override of the device's frontend properties."""
+    override = ET.SubElement(domain, f"{{{QEMU_NS}}}override")
+    for nic in plan.vhostuser_nics:
+        device = ET.SubElement(override, f"{{{QEMU_NS}}}device", {"alias": f"ua-labctl-nic{nic.index}"})
+        frontend = ET.SubElement(device, f"{{{QEMU_NS}}}frontend")
+        ET.SubElement(frontend, f"{{{QEMU_NS}}}property", {"name": "vectors", "type": "unsigned", "value": "0"})
+
+
 def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
     ctx = ctx or RenderContext()
     ET.register_namespace("labctl", METADATA_NS)
+    ET.register_namespace("qemu", QEMU_NS)
     domain = ET.Element("domain", {"type": ctx.domain_type})
     _sub(domain, "name", plan.domain_name)
     metadata = _sub(domain, "metadata")
@@ -97,9 +142,12 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
 
     os_el = _sub(domain, "os")
     _sub(os_el, "type", "hvm", arch="x86_64", machine="pc")
-    _sub(os_el, "kernel", ctx.kernel)
-    _sub(os_el, "initrd", ctx.initrd)
-    _sub(os_el, "cmdline", cmdline_for(plan, ctx))
+    if plan.image is not None:
+        _image_os(os_el, plan, ctx)
+    else:
+        _sub(os_el, "kernel", ctx.kernel)
+        _sub(os_el, "initrd", ctx.initrd)
+        _sub(os_el, "cmdline", cmdline_for(plan, ctx))
     features = _sub(domain, "features")
     _sub(features, "acpi")
     if ctx.domain_type == "kvm":
@@ -114,6 +162,8 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
     devices = _sub(domain, "devices")
     if ctx.emulator is not None:
         _sub(devices, "emulator", ctx.emulator)  # libvirt formatdomain.html#devices: the first device
+    if plan.image is not None:
+        _image_devices(devices, plan)
     for nic in plan.nics:
         _interface(devices, nic, ctx.vhost_net, qemu_server=plan.vswitch.kind == "ovs-dpdk")
     serial = _sub(devices, "serial", type="file")
@@ -124,6 +174,8 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
         _sub(channel, "source", mode="bind")  # libvirt picks the path (read back from the live XML)
         _sub(channel, "target", type="virtio", name=ctx.control_channel)
     _sub(devices, "memballoon", model="none")
+    if plan.image is not None and not plan.image.kernel and ctx.domain_type == "qemu" and plan.needs_shared_memory:
+        _no_msix(domain, plan)
 
     ET.indent(domain, space="  ")
     return ET.tostring(domain, encoding="unicode") + "\n"

@@ -1,6 +1,8 @@
-"""libvirt's resource kinds in the ledger: domains and networks (see :mod:`labctl.lab.ledger`)."""
+"""libvirt's resource kinds in the ledger: domains, networks and image overlays (see :mod:`labctl.lab.ledger`)."""
 
 from __future__ import annotations
+
+import os
 
 from labctl.lab.ledger import Resource, ResourceKind, resource_kind
 from labctl.lab.libvirt import hypervisor
@@ -30,3 +32,18 @@ class NetworkKind(ResourceKind):
 
     def verify(self, resource: Resource) -> bool:
         return hypervisor.network_active(resource.data["uri"], resource.ident)
+
+
+@resource_kind
+class OverlayKind(ResourceKind):
+    """A copy-on-write overlay of a user's image (``labctl.lab.libvirt.overlay``): removed; the image stays."""
+
+    name = "overlay"
+
+    def remove(self, resource: Resource) -> None:
+        from labctl.lab.libvirt.overlay import remove
+
+        remove(resource.ident)
+
+    def verify(self, resource: Resource) -> bool:
+        return os.path.lexists(resource.ident)

@@ -85,6 +85,8 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
     uri = uri or profile.libvirt_uri
     real = not uri.startswith("test:")
     plan = derive(profile)
+    if real and plan.image is not None:
+        return _up_image(loaded, plan, uri, mode, phase)
     appliance = None
     if real:
         from labctl.lab.libvirt.appliance import cache as appliance_mod
@@ -112,6 +114,44 @@ def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", boot
     if ctx.domain_type == "qemu":
         result.warnings.append(f"KVM is not usable here ({kvm_status().reason}): the guest runs under TCG; "
                                "its figures are functional, not representative")
+    return result
+
+
+def _up_image(loaded: LoadedProfile, plan: LabPlan, uri: str, mode: str, phase: Callable[[str], None]) -> UpResult:
+    """``labctl up`` of a user's image: the vswitch (draining what the guest sends), the overlay, the domain,
+    the agent's answer, the NICs as the guest negotiated them. The forwarder is a trial's (``labctl run``)."""
+    from labctl.lab.libvirt.domain import GuestDomain
+    from labctl.lab.libvirt.image_guest import ImageDomain, check_image
+
+    if mode != "verify":
+        raise UserError(f"--mode {mode}: an image guest's forwarder runs in trials (allowed: verify; use `labctl run`)")
+    check_image(plan, uri)
+    profile = loaded.profile
+    with stoppable(), locked(profile.name) as state:
+        if state.find("domain") or hypervisor.lookup(uri, profile.domain_name) is not None:
+            raise UserError(f"{profile.name}: already up on {uri} (run `labctl down {loaded.source}` first)")
+        state.info.update({"profile": profile.name, "source": loaded.source, "uri": uri,
+                           "pins_requested": plan.pins.requested(), "mode": mode, "image": plan.image.path})
+        state.save()
+        domain = ImageDomain(plan, state, uri, phase)
+        vswitch: dict[str, int] = {}
+        started = time.monotonic()
+        try:
+            domain.boot(lambda: vswitch.update(pid=_start_vswitch(state, plan)), for_dpdk=False)
+        except BaseException:
+            domain.close()
+            teardown(state)
+            raise
+        state.info.update(domain_type=domain.domain_type, nics=domain.negotiated, guest=domain.ready)
+        pins: dict[str, Any] = {"requested": state.info["pins_requested"],
+                                "applied": read_applied_pins(plan.domain_name, domain.dom, vswitch.get("pid"))}
+        pins["mismatches"] = pin_mismatches(pins["requested"], pins["applied"])
+        state.info["pins_applied"] = pins["applied"]
+        state.save()
+        result = UpResult(plan.name, plan.domain_name, uri, domain.domain_type, hypervisor.domain_state(domain.dom),
+                          nics=domain.negotiated, pins=pins, serial_log=str(plan.dirs.serial_log),
+                          boot_s=time.monotonic() - started)
+    result.warnings = [w.render() for w in loaded.warnings] + GuestDomain.record_warnings(domain)  # no trial
     return result
 
 

@@ -146,3 +146,33 @@ def test_kernel_nics_use_vhost_net_only_where_the_host_has_it():
     assert vhost.get("queues") == "2"
     if shutil.which("virt-xml-validate"):
         assert validate_xml(render_plan(plan, RenderContext(vhost_net=True))).returncode == 0
+
+
+def test_image_guest_xml_boots_the_overlay_with_the_agent_channel(tmp_path):
+    """An image guest: the overlay as a virtio disk, the agent's channel, direct kernel boot with the TCG
+    workaround on the user's command line; without guest.boot, the image's loader and vectors=0 (TCG)."""
+    import subprocess
+    import xml.etree.ElementTree as ET
+
+    from labctl.profile.schema import Profile
+
+    image = tmp_path / "g.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(image), "16M"], check=True)
+    profile = Profile.model_validate({"name": "img", "guest": {"image": str(image), "boot": {
+        "kernel": "/k/vmlinuz", "initrd": "/k/initrd", "cmdline": "root=/dev/vda rw"}},
+        "workload": {"forwarder": "testpmd"}})
+    plan = derive(profile)
+    root = ET.fromstring(render_plan(plan, RenderContext(domain_type="qemu")))
+    assert root.find("os/kernel").text == "/k/vmlinuz"
+    assert root.find("os/cmdline").text == "root=/dev/vda rw pci=nomsi"
+    assert root.find("devices/disk/source").get("file") == str(plan.dirs.run / "overlay.qcow2")
+    assert root.find("devices/disk/driver").get("type") == "qcow2"
+    assert [c.find("target").get("name") for c in root.findall("devices/channel")] == ["org.qemu.guest_agent.0"]
+    loader = derive(profile.model_copy(update={"guest": profile.guest.model_copy(update={"boot": None})}))
+    root = ET.fromstring(render_plan(loader, RenderContext(domain_type="qemu")))
+    assert root.find("os/boot").get("dev") == "hd" and root.find("os/kernel") is None
+    props = root.findall(".//{http://libvirt.org/schemas/domain/qemu/1.0}property")
+    assert [(p.get("name"), p.get("value")) for p in props] == [("vectors", "0")] * 2
+    root = ET.fromstring(render_plan(loader, RenderContext(domain_type="kvm")))
+    assert not root.findall(".//{http://libvirt.org/schemas/domain/qemu/1.0}override")
+    assert plan.domain_key() != derive(Profile.model_validate({"name": "img"})).domain_key()

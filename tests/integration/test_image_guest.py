@@ -1,0 +1,131 @@
+"""The user's own guest (issue 29), under TCG on this host: a disk image booted through labctl's overlay,
+reached through the QEMU guest agent, forwarding with its own testpmd or a command template.
+
+One image build for the module (``build_guest_image``: cached under /var/cache/labctl, rebuilt only when its
+inputs change). Asserted: function, never a rate's size: trials ok, rates above zero, the rings the guest's
+driver negotiated (read in the guest before binding), the image's sha256 unchanged, the record's image
+fields, and nothing left (no domain, overlay, socket, process, hugepages). A non-bootable image fails
+within its agent bound with the one-line message, and leaves nothing either.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from labctl import api
+from labctl.lab.libvirt.agent import CHANNEL
+from labctl.profile.userimage import sha256_of
+from labctl.results.store import Store
+from tests.integration.conftest import needs_dpdk, needs_libvirtd
+
+pytestmark = [needs_dpdk, needs_libvirtd]
+
+
+@pytest.fixture(scope="module")
+def guest_image():
+    try:
+        from labctl.lab.libvirt.guestimage import build_guest_image
+    except ImportError:
+        pytest.skip("the guest image builder (labctl.lab.libvirt.guestimage) is not in this tree")
+    info = build_guest_image()
+    return info, sha256_of(str(info.path))
+
+
+def image_profile(write_profile, name: str, image, forwarder: str, extra: str = "", boot: str = "",
+                  sweep: str = "  {}", agent_timeout_s: int = 240) -> Path:
+    return write_profile(f"""name: {name}
+backend: libvirt
+uri: qemu:///system
+guest:
+  image: {image}
+{boot}  agent_timeout_s: {agent_timeout_s}
+  vcpus: 2
+  memory_mib: 1536
+  nics:
+    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
+    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
+  pinning: {{vhost: "0"}}
+workload:
+  forwarder: {forwarder}
+{extra}  rxd: 256
+  txd: 256
+  duration_s: 2
+  warmup_s: 1
+sweep:
+{sweep}
+""", f"{name}.yaml")
+
+
+def direct_boot(info) -> str:
+    if not getattr(info, "kernel", None):
+        return ""
+    cmdline = getattr(info, "cmdline", "") or "root=/dev/vda rw console=ttyS0"
+    initrd = f"\n    initrd: {info.initrd}" if getattr(info, "initrd", None) else ""
+    return f"  boot:\n    kernel: {info.kernel}{initrd}\n    cmdline: \"{cmdline}\"\n"
+
+
+def check_image_record(record, info) -> None:
+    assert record.status == "ok", record.error
+    assert record.metrics.mpps > 0 and record.env.accel in ("kvm", "tcg")
+    assert record.env.image["path"] == str(Path(info.path).resolve()) and record.env.image["format"] == "qcow2"
+    assert record.env.image["identity"] and record.env.image["guest_kernel"]
+    assert record.details["guest_counters"] == "host-side"
+    if record.env.accel == "tcg":
+        assert any("TCG" in w for w in record.warnings)
+
+
+def test_run_with_a_command_template(clean_lab, no_leftovers, write_profile, guest_image):
+    """`labctl run` of the user's forwarder as a template (here the image's own testpmd, written by hand)."""
+    info, sha = guest_image
+    template = ("dpdk-testpmd -l {cores} -n 1 --in-memory --iova-mode=pa --file-prefix it-cmd -a {pci0} -a {pci1} "
+                "-- --forward-mode=io --nb-cores=1 --rxd={rxd} --txd={txd} --burst={burst} --rxq={queues} "
+                "--txq={queues} --stats-period 2 --no-lsc-interrupt")
+    path = image_profile(write_profile, "it-imgcmd", info.path, "command", extra=f"  command: '{template}'\n",
+                         boot=direct_boot(info))
+    record = api.run(api.load(path))
+    check_image_record(record, info)
+    argv = record.details["forwarder"]["argv"]
+    assert argv[:3] == ["dpdk-testpmd", "-l", "0-1"] and "--rxd=256" in argv and "-a" in argv
+    assert sha256_of(str(info.path)) == sha  # the user's image was never written
+
+
+def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profile, tmp_path, guest_image):
+    """A two-value sweep of guest.nics.*.rx_queue_size with the image's dpdk-testpmd: a boot per value, the
+    rings the guest's driver negotiated (ethtool -g in the guest, before binding) as asked."""
+    info, sha = guest_image
+    path = image_profile(write_profile, "it-img", info.path, "testpmd", boot=direct_boot(info),
+                         sweep="  guest.nics.*.rx_queue_size: [256, 512]")
+    db = tmp_path / "img.db"
+    result = api.sweep(api.load(path), db)
+    assert (result.ok, result.failed) == (2, 0)
+    with Store(db) as store:
+        records = store.trials(result.run_id)
+        boots = store.run(result.run_id)["info"]["boots"]
+    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 512] and boots == 2
+    for record in records:
+        check_image_record(record, info)
+        assert record.details["forwarder"]["argv"][0] == "dpdk-testpmd"
+        asked = record.config["guest.nics.0.rx_queue_size"]
+        assert {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]} == {asked}
+    assert sha256_of(str(info.path)) == sha
+
+
+def test_non_bootable_image_fails_within_the_bound(clean_lab, no_leftovers, write_profile, tmp_path):
+    empty = Path("/run/labctl-test") / tmp_path.name / "empty.qcow2"
+    empty.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(empty), "64M"], check=True)
+    path = image_profile(write_profile, "it-imgnone", empty, "testpmd", agent_timeout_s=30)
+    t0 = time.monotonic()
+    record = api.run(api.load(path))
+    elapsed = time.monotonic() - t0
+    assert record.status == "failed"
+    assert CHANNEL in record.error and "qemu-guest-agent" in record.error and "\n" not in record.error
+    assert elapsed < 30 + 150  # the bound, plus the host side's start and the teardown on a loaded host
+    from labctl.lab.ledger import load_state
+
+    assert load_state("it-imgnone").resources == []
+    assert not list((Path("/run/labctl-test") / tmp_path.name).rglob("overlay.qcow2"))
