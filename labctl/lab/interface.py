@@ -27,6 +27,7 @@ GuestLab            yes    yes                     yes
 OvsGuestLab         yes                            yes
 KernelGuestLab                             yes     yes
 Vm2vmGuestLab              yes       yes           yes
+ImageGuestLab       yes    yes                     yes
 ==================  =====  ========  ====  ======  ======
 
 OvsGuestLab and KernelGuestLab inherit GuestLab's ``snapshot`` and ``paced`` but never use them: a

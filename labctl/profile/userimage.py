@@ -37,6 +37,12 @@ class ImageInfo:
     size: int
     backing: tuple[str, ...]  # the backing chain's files, nearest first
     sha256_1mib: str
+    backing_formats: tuple[str, ...] = ()  # their formats, as qemu-img names them
+
+    @property
+    def chain(self) -> tuple[tuple[str, str], ...]:
+        """The image and its backing files as (path, format), nearest first (the domain XML declares them)."""
+        return ((self.path, self.format), *zip(self.backing, self.backing_formats))
 
     @property
     def identity(self) -> str:
@@ -81,7 +87,7 @@ def _probe(real: str, size: int, mtime_ns: int) -> ImageInfo:
         raise ImageProblem(f"{real} is not a disk image (qemu-img calls it raw, but {size} bytes is not a whole "
                            f"number of {SECTOR}-byte sectors of at least 1 MiB; allowed: a qcow2 or raw disk image)")
     home = os.path.dirname(real)
-    backing = []
+    backing, formats = [], []
     for layer in chain[1:]:
         name = os.path.realpath(str(layer.get("filename", "")))
         if os.path.dirname(name) != home:
@@ -90,12 +96,14 @@ def _probe(real: str, size: int, mtime_ns: int) -> ImageInfo:
         if layer.get("format") not in FORMATS:
             raise ImageProblem(f"{real}: its backing file {name} is {layer.get('format')} (allowed: qcow2, raw)")
         backing.append(name)
+        formats.append(str(layer["format"]))
     if top.get("backing-filename") and not backing:
         raise ImageProblem(f"{real}: its backing file {top.get('backing-filename')} cannot be opened")
     digest = hashlib.sha256()
     with open(real, "rb") as f:
         digest.update(f.read(IDENTITY_BYTES))
-    return ImageInfo(real, fmt, int(top.get("virtual-size", 0)), size, tuple(backing), digest.hexdigest())
+    return ImageInfo(real, fmt, int(top.get("virtual-size", 0)), size, tuple(backing), digest.hexdigest(),
+                     tuple(formats))
 
 
 def sha256_of(path: str) -> str:

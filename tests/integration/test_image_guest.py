@@ -10,6 +10,7 @@ within its agent bound with the one-line message, and leaves nothing either.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -68,6 +69,11 @@ def direct_boot(info) -> str:
     return f"  boot:\n    kernel: {info.kernel}{initrd}\n    cmdline: \"{cmdline}\"\n"
 
 
+def owner_of(path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_uid, st.st_gid, st.st_mode
+
+
 def check_image_record(record, info) -> None:
     assert record.status == "ok", record.error
     assert record.metrics.mpps > 0 and record.env.accel in ("kvm", "tcg")
@@ -100,6 +106,7 @@ def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profi
     path = image_profile(write_profile, "it-img", info.path, "testpmd", boot=direct_boot(info),
                          sweep="  guest.nics.*.rx_queue_size: [256, 512]")
     db = tmp_path / "img.db"
+    owner = owner_of(info.path)
     result = api.sweep(api.load(path), db)
     assert (result.ok, result.failed) == (2, 0)
     with Store(db) as store:
@@ -112,6 +119,7 @@ def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profi
         asked = record.config["guest.nics.0.rx_queue_size"]
         assert {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]} == {asked}
     assert sha256_of(str(info.path)) == sha
+    assert owner_of(info.path) == owner  # never relabelled: libvirt chowns a backing file it finds itself
 
 
 def test_non_bootable_image_fails_within_the_bound(clean_lab, no_leftovers, write_profile, tmp_path):

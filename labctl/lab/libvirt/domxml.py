@@ -30,6 +30,9 @@ class RenderContext:
     control_channel: str | None = None  # a virtio-serial port of this name, its socket made by libvirt
     vhost_net: bool = False  # tap/network NICs on the kernel's vhost-net worker (the host has /dev/vhost-net)
     emulator: str | None = None  # a build's QEMU (<emulator>, resolved); None: libvirt's default emulator
+    # a user's image and its backing files as ``qemu-img info --backing-chain`` sees them, (path, format)
+    # nearest first: declared under the overlay so libvirt neither probes nor relabels (chowns) them
+    image_chain: tuple[tuple[str, str], ...] = ()
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
@@ -87,12 +90,31 @@ def _image_os(os_el: ET.Element, plan: LabPlan, ctx: RenderContext) -> None:
         _sub(os_el, "boot", dev="hd")  # the image's own boot loader (SeaBIOS reads its first disk)
 
 
-def _image_devices(devices: ET.Element, plan: LabPlan) -> None:
-    """The overlay as a virtio disk and the guest agent's virtio-serial channel (libvirt picks its socket)."""
+def _backing_chain(disk: ET.Element, chain: tuple[tuple[str, str], ...]) -> None:
+    """The user's image (and its own backing files) under the overlay, each with ``<seclabel model='dac'
+    relabel='no'/>``: left to discover the chain itself, libvirt's DAC driver chowns the backing image to
+    QEMU's user and leaves it so (libvirt's "Disks" documentation, ``backingStore`` and ``seclabel``);
+    the user's file is read by QEMU through its group and world read bits, never re-owned. The empty
+    ``<backingStore/>`` ends the chain."""
+    parent = disk
+    for path, fmt in chain:
+        store = _sub(parent, "backingStore", type="file")
+        _sub(store, "format", type=fmt)
+        source = _sub(store, "source", file=path)
+        _sub(source, "seclabel", model="dac", relabel="no")
+        parent = store
+    _sub(parent, "backingStore")
+
+
+def _image_devices(devices: ET.Element, plan: LabPlan, chain: tuple[tuple[str, str], ...] = ()) -> None:
+    """The overlay as a virtio disk (its backing chain declared, when known) and the guest agent's
+    virtio-serial channel (libvirt picks its socket)."""
     assert plan.image is not None
     disk = _sub(devices, "disk", type="file", device="disk")
     _sub(disk, "driver", name="qemu", type="qcow2", discard="unmap")
     _sub(disk, "source", file=str(plan.image.overlay(plan.dirs)))
+    if chain:
+        _backing_chain(disk, chain)
     _sub(disk, "target", dev="vda", bus="virtio")
     channel = _sub(devices, "channel", type="unix")
     _sub(channel, "source", mode="bind")
@@ -163,7 +185,7 @@ def render(plan: LabPlan, ctx: RenderContext | None = None) -> str:
     if ctx.emulator is not None:
         _sub(devices, "emulator", ctx.emulator)  # libvirt formatdomain.html#devices: the first device
     if plan.image is not None:
-        _image_devices(devices, plan)
+        _image_devices(devices, plan, ctx.image_chain)
     for nic in plan.nics:
         _interface(devices, nic, ctx.vhost_net, qemu_server=plan.vswitch.kind == "ovs-dpdk")
     serial = _sub(devices, "serial", type="file")

@@ -80,7 +80,7 @@ class ImageDomain(GuestDomain):
         ctx = render_context(self.uri)
         from dataclasses import replace
 
-        ctx = replace(ctx, emulator=emulator_of(plan))
+        ctx = replace(ctx, emulator=emulator_of(plan), image_chain=self.info.chain)
         self.domain_type = ctx.domain_type
         xml = render(plan, ctx)
         t0 = time.monotonic()

@@ -39,6 +39,7 @@ LABS = {
     OvsGuestLab: ("guest-ovs", {MeasuredLab, PacedLab, BootedLab}),
     KernelGuestLab: ("tcp-rr", {MeasuredLab, KernelLab, BootedLab}),
     Vm2vmGuestLab: ("guest-vm2vm", {MeasuredLab, SnapshotLab, PairLab, BootedLab}),
+    ImageGuestLab: ("guest-image", {MeasuredLab, PacedLab, SnapshotLab, BootedLab}),
 }
 
 _PROTOCOL_INTERNALS = {"__init__", "__subclasshook__", "__class_getitem__", "__init_subclass__",
@@ -131,22 +132,6 @@ def build(cls: type, profile_stem: str, tmp_path: Path):
 @pytest.mark.parametrize("cls", list(LABS), ids=lambda c: c.__name__)
 def test_every_lab_provides_its_interfaces_member_by_member(cls, tmp_path):
     stem, provided = LABS[cls]
-    lab = build(cls, stem, tmp_path)
-    for protocol in provided:
-        assert problems(cls, lab, protocol) == []
-        assert isinstance(lab, protocol)
-
-
-#: labs not yet in labctl.lab.interface's table (the lead adds the row: ImageGuestLab yes yes . . yes), then
-#: they move into LABS
-NEW_LABS = {
-    ImageGuestLab: ("guest-image", {MeasuredLab, PacedLab, SnapshotLab, BootedLab}),
-}
-
-
-@pytest.mark.parametrize("cls", list(NEW_LABS), ids=lambda c: c.__name__)
-def test_new_labs_provide_their_interfaces_member_by_member(cls, tmp_path):
-    stem, provided = NEW_LABS[cls]
     lab = build(cls, stem, tmp_path)
     for protocol in provided:
         assert problems(cls, lab, protocol) == []

@@ -176,3 +176,32 @@ def test_image_guest_xml_boots_the_overlay_with_the_agent_channel(tmp_path):
     root = ET.fromstring(render_plan(loader, RenderContext(domain_type="kvm")))
     assert not root.findall(".//{http://libvirt.org/schemas/domain/qemu/1.0}override")
     assert plan.domain_key() != derive(Profile.model_validate({"name": "img"})).domain_key()
+
+
+def test_image_guest_xml_declares_the_backing_chain_so_libvirt_never_relabels_the_users_image(tmp_path):
+    """The user's image (and its own backing file) under the overlay, each never relabelled: left to
+    find the chain itself, libvirt 9.0 chowned the backing image to libvirt-qemu and left it so."""
+    from labctl.profile.userimage import probe
+
+    base = tmp_path / "base.raw"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "raw", str(base), "16M"], check=True)
+    image = tmp_path / "g.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(base), "-F", "raw", str(image)], check=True)
+    info = probe(str(image))
+    assert info.chain == ((str(image), "qcow2"), (str(base), "raw"))
+    plan = derive(Profile.model_validate({"name": "img", "guest": {"image": str(image)},
+                                          "workload": {"forwarder": "testpmd"}}))
+    xml = render_plan(plan, RenderContext(domain_type="qemu", image_chain=info.chain))
+    disk = ET.fromstring(xml).find("devices/disk")
+    first = disk.find("backingStore")
+    second = first.find("backingStore")
+    assert (first.find("format").get("type"), first.find("source").get("file")) == ("qcow2", str(image))
+    assert (second.find("format").get("type"), second.find("source").get("file")) == ("raw", str(base))
+    assert list(second.find("backingStore")) == [] and second.find("backingStore").get("type") is None
+    for store in (first, second):
+        label = store.find("source/seclabel")
+        assert (label.get("model"), label.get("relabel")) == ("dac", "no")
+    if shutil.which("virt-xml-validate"):
+        assert validate_xml(xml).returncode == 0
+    # without the chain (labctl render: no image probed), the overlay alone, as before
+    assert ET.fromstring(render_plan(plan, RenderContext(domain_type="qemu"))).find("devices/disk/backingStore") is None
