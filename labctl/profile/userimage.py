@@ -7,6 +7,11 @@ qemu-img calls any file raw. Every file of its backing chain must lie in the ima
 chain leaving it would make labctl read, and hand to QEMU, files the user did not name). The identity a
 record carries is the size plus the sha256 of the first MiB: cheap on a multi-GiB image, and it changes
 when the image is rebuilt.
+
+QEMU runs as libvirt's QEMU user, and labctl never chowns or relabels the user's files (the domain XML
+declares the chain with ``relabel='no'``), so every file of the chain must be readable, and every
+directory above it searchable, by that user through the world bits or QEMU's group
+(:data:`labctl.platform.QEMU_GROUP`); otherwise the image is refused before any boot.
 """
 
 from __future__ import annotations
@@ -104,6 +109,37 @@ def _probe(real: str, size: int, mtime_ns: int) -> ImageInfo:
         digest.update(f.read(IDENTITY_BYTES))
     return ImageInfo(real, fmt, int(top.get("virtual-size", 0)), size, tuple(backing), digest.hexdigest(),
                      tuple(formats))
+
+
+def qemu_can_read(path: str, gid: int | None) -> str | None:
+    """Why QEMU's user (through the world bits or QEMU's group ``gid``) cannot read ``path``, or None."""
+    def allowed(st: os.stat_result, world: int, group: int) -> bool:
+        return bool(st.st_mode & world) or (gid is not None and st.st_gid == gid and bool(st.st_mode & group))
+
+    st = os.stat(path)
+    if not allowed(st, 0o004, 0o040):
+        return f"{path} (mode {st.st_mode & 0o777:04o}) is not readable by QEMU's user"
+    parent = os.path.dirname(path)
+    while True:
+        st = os.stat(parent)
+        if not allowed(st, 0o001, 0o010):
+            return f"its directory {parent} (mode {st.st_mode & 0o777:04o}) is not searchable by QEMU's user"
+        if parent == os.path.dirname(parent):
+            return None
+        parent = os.path.dirname(parent)
+
+
+def check_qemu_reads(info: ImageInfo) -> None:
+    """Every file of ``info``'s chain readable by QEMU's user (:class:`ImageProblem` naming the first that is not)."""
+    from labctl.platform import QEMU_GROUP
+    from labctl.safefs import qemu_gid
+
+    gid = qemu_gid()
+    for path, _ in info.chain:
+        why = qemu_can_read(path, gid)
+        if why:
+            raise ImageProblem(f"{why} (labctl never chowns or relabels your image; allowed: world-readable, "
+                               f"or readable by the group {QEMU_GROUP}, e.g. chmod o+r / chgrp {QEMU_GROUP})")
 
 
 def sha256_of(path: str) -> str:

@@ -35,7 +35,7 @@ from labctl.lab.libvirt.domxml import render
 from labctl.lab.libvirt.guest import GuestLab
 from labctl.lab.libvirt.negotiation import compare_nics
 from labctl.lab.plan import LabPlan
-from labctl.profile.userimage import ImageInfo, ImageProblem, probe
+from labctl.profile.userimage import ImageInfo, ImageProblem, check_qemu_reads, probe
 from labctl.safefs import remove_stale
 from labctl.workload.forward import GuestCounters, Snapshot
 
@@ -51,7 +51,10 @@ def check_image(plan: LabPlan, uri: str) -> ImageInfo:
     if uri.startswith("test:"):
         raise UserError(f"uri {uri}: libvirt's test driver runs no guest (allowed: qemu:///system)")
     try:
-        return probe(plan.image.path)
+        info = probe(plan.image.path)
+        if "session" not in uri:  # the system instance's QEMU runs as its own user (qemu:///session: the caller)
+            check_qemu_reads(info)
+        return info
     except ImageProblem as exc:
         raise UserError(f"guest.image: {exc}") from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,32 @@ def test_boot_without_image_is_refused(write_profile):
     text = "name: x\nbackend: libvirt\nguest:\n  boot: {kernel: /boot/vmlinuz}\n"
     with pytest.raises(ProfileError, match=r"guest\.boot"):
         load_profile(write_profile(text), cpus=CPUS)
+
+
+def test_an_image_qemus_user_cannot_read_is_refused_naming_the_mode():
+    """QEMU runs as libvirt's QEMU user and labctl never chowns the user's image: a 0600 file, or a
+    directory QEMU cannot enter, is refused before any boot, with what to change."""
+    import os
+    import subprocess
+    import tempfile
+
+    from labctl.profile.userimage import ImageProblem, check_qemu_reads, probe, qemu_can_read
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as top:  # pytest's tmp_path lies under a 0700 directory
+        home = Path(top) / "images"
+        home.mkdir()
+        os.chmod(top, 0o755)
+        os.chmod(home, 0o755)
+        image = home / "g.qcow2"
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(image), "16M"], check=True)
+        os.chmod(image, 0o644)
+        check_qemu_reads(probe(str(image)))  # world-readable, in directories anyone may enter: fine
+        os.chmod(image, 0o600)
+        with pytest.raises(ImageProblem, match=r"mode 0600\) is not readable by QEMU's user .*chmod o\+r"):
+            check_qemu_reads(probe(str(image)))
+        os.chmod(image, 0o640)
+        os.chown(image, 0, 4242)
+        assert qemu_can_read(str(image), 4242) is None and qemu_can_read(str(image), None) is not None
+        os.chmod(image, 0o644)
+        os.chmod(home, 0o700)
+        assert "is not searchable" in (qemu_can_read(str(image), None) or "")

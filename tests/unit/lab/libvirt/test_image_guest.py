@@ -36,6 +36,15 @@ Combined:       1
 """
 
 
+@pytest.fixture(autouse=True)
+def _qemu_reads_anything(monkeypatch):
+    """pytest's tmp_path (under a 0700 directory) is not one QEMU's user could enter; no QEMU starts here
+    (the readability check has its own test in tests/unit/profile/test_guest_image.py)."""
+    from labctl.lab.libvirt import image_guest
+
+    monkeypatch.setattr(image_guest, "check_qemu_reads", lambda info: None)
+
+
 def _plan(tmp_path, **workload):
     image = tmp_path / "g.qcow2"
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(image), "16M"], check=True)
