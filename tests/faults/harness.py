@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SIGNALS = ("INT", "TERM", "KILL")
 PHASES = ("setup", "warm-up", "measure", "teardown", "commit")
 EMBEDDED = ("run", "sweep", "tune", "ndr")
-LIBVIRT = ("up", "down", "guest")
+LIBVIRT = ("up", "down", "guest", "image")  # image: a user's disk image (guest.image) with its own testpmd
 OVS = ("ovs-run", "ovs-sweep")  # the embedded lab with vswitch: {kind: ovs-dpdk}
 SWEEPS = ("sweep", "ovs-sweep")  # resumed with --resume after the fault
 # `labctl fleet sweep PROFILE -i INVENTORY --db D` over a local-connection inventory (this machine as the
@@ -113,6 +113,16 @@ def ovs_profile(name: str, duration_s: float = 1, warmup_s: float = 0.6) -> str:
             "sweep:\n  vswitch.tx_flush_interval: [0, 50]\nrepeat: 1\n")
 
 
+def image_text(name: str) -> str:
+    """The user's-image guest of tests/integration/test_image_guest.py (labctl's guest image, built or
+    cached by ``build_guest_image``), booted directly, its own dpdk-testpmd forwarding."""
+    from labctl.lab.libvirt.guestimage import build_guest_image
+    from tests.integration.test_image_guest import direct_boot, image_profile
+
+    info = build_guest_image()
+    return image_profile(lambda text, _file: text, name, info.path, "testpmd", boot=direct_boot(info))
+
+
 def guest_text(name: str) -> str:
     """The measured vhost-user guest of tests/integration/test_guest_trials.py."""
     from tests.integration.test_guest_trials import guest_profile
@@ -157,7 +167,7 @@ def applicable(case: Case) -> str | None:
         return "labctl up has set-up only (vswitch, define, boot; it tears down only when that fails): see down"
     if case.command == "down" and case.phase != "teardown":
         return "labctl down only tears down"
-    if case.command == "guest" and case.phase == "commit":
+    if case.command in ("guest", "image") and case.phase == "commit":
         return "covered by sweep (the store does not know the backend)"
     return None
 
@@ -201,6 +211,8 @@ def _fault(case: Case, name: str) -> str:
     delay = {"setup": 0.3, "warm-up": 0.2, "measure": 0.5}[case.phase]
     if case.command == "guest":
         delay = {"setup": 3.0, "warm-up": 0.3, "measure": 0.8}[case.phase]
+    if case.command == "image":  # setup: 20 s in, the guest booting and its agent not yet answering
+        delay = {"setup": 20.0, "warm-up": 0.3, "measure": 0.8}[case.phase]
     return f"phase.{case.phase}:{sig}:{nth}:{delay}"
 
 
@@ -228,6 +240,8 @@ class Lab:
         self.profile = self.work / f"{self.name}.yaml"
         if case.command in ("up", "down", "guest"):
             text = guest_text(self.name)
+        elif case.command == "image":
+            text = image_text(self.name)
         elif case.command in OVS:
             text = ovs_profile(self.name)
         else:
@@ -266,6 +280,7 @@ class Lab:
             "up": [*base, "up", profile, "--mode", "workload", "--json"],
             "down": [*base, "down", self.name, *(["--uri", URI] if self.case.command in LIBVIRT else [])],
             "guest": [*base, "run", profile, "--json"],
+            "image": [*base, "run", profile, "--json"],
             "ovs-run": [*base, "run", profile, "--json"],
             "ovs-sweep": [*base, "sweep", profile, "--db", str(self.db), "--json"],
             "fleet": [*base, "fleet", "sweep", profile, "-i", str(getattr(self, "inventory", "")), "--db", str(self.db),
