@@ -26,7 +26,7 @@ from lxml import etree
 
 from labctl import platform
 from labctl.errors import HypervisorError, UserError
-from labctl.lab.libvirt.negotiation import describe_nics
+from labctl.lab.libvirt.negotiation import describe_nics, parse_ethtool
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 #: QEMU's virtio-net defaults when the XML names no size or queue count (hw/net/virtio-net.c:
@@ -68,22 +68,6 @@ def has_agent_channel(live_xml: str) -> bool:
 
 # --- the guest agent ---------------------------------------------------------------------------------
 
-def parse_ethtool(text: str) -> dict[str, dict[str, int | None]]:
-    """``ethtool -g`` or ``-l`` output -> {"max": {...}, "current": {...}} with lower-case keys
-    (rx, tx, combined, ...); "n/a" is None."""
-    sections: dict[str, dict[str, int | None]] = {"max": {}, "current": {}}
-    section = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.lower().startswith("pre-set maximums"):
-            section = "max"
-        elif stripped.lower().startswith("current hardware settings"):
-            section = "current"
-        elif section and ":" in stripped:
-            key, _, value = stripped.partition(":")
-            value = value.strip()
-            sections[section][key.strip().lower()] = int(value) if value.isdigit() else None
-    return sections
 
 
 def agent_exec(agent: Agent, path: str, args: list[str], timeout_s: float = 10.0) -> str:

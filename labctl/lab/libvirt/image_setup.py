@@ -22,6 +22,7 @@ from typing import Any
 
 from labctl.errors import AgentError, GuestForwarderError
 from labctl.lab.libvirt.agent import GuestAgent
+from labctl.lab.libvirt.negotiation import parse_ethtool
 from labctl.lab.plan import LabPlan
 from labctl.profile import template
 
@@ -36,21 +37,6 @@ MAX_HUGEPAGES = 512  # 1 GiB of 2 MiB pages, as the appliance reserves at most
 PCI = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-def parse_ethtool(text: str) -> dict[str, dict[str, int | None]]:
-    """``ethtool -g``/``-l`` output -> {"max": {...}, "current": {...}}, lower-case keys; "n/a" is None."""
-    sections: dict[str, dict[str, int | None]] = {"max": {}, "current": {}}
-    section = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.lower().startswith("pre-set maximums"):
-            section = "max"
-        elif stripped.lower().startswith("current hardware settings"):
-            section = "current"
-        elif section and ":" in stripped:
-            key, _, value = stripped.partition(":")
-            value = value.strip()
-            sections[section][key.strip().lower()] = int(value) if value.isdigit() else None
-    return sections
 
 
 def parse_nics(text: str) -> list[dict[str, str]]:

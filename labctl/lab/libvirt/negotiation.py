@@ -64,3 +64,20 @@ def describe_nics(nics: list[dict[str, Any]]) -> list[str]:
                      f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
         lines += [f"     {reason}" for reason in nic.get("differences") or []]
     return lines
+
+def parse_ethtool(text: str) -> dict[str, dict[str, int | None]]:
+    """``ethtool -g`` or ``-l`` output -> {"max": {...}, "current": {...}} with lower-case keys
+    (rx, tx, combined, ...); "n/a" is None."""
+    sections: dict[str, dict[str, int | None]] = {"max": {}, "current": {}}
+    section = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.lower().startswith("pre-set maximums"):
+            section = "max"
+        elif stripped.lower().startswith("current hardware settings"):
+            section = "current"
+        elif section and ":" in stripped:
+            key, _, value = stripped.partition(":")
+            value = value.strip()
+            sections[section][key.strip().lower()] = int(value) if value.isdigit() else None
+    return sections
