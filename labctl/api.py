@@ -157,8 +157,13 @@ def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelSco
 
 def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None = None, resume: bool = False,
           steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None,
-          metric: str = "mpps", wait: bool = True, order: str | None = None, seed: int | None = None):
+          metric: str = "mpps", wait: bool = True, order: str | None = None, seed: int | None = None,
+          until: str | None = None, budget: str | None = None, threshold_pct: float | None = None,
+          verdict_metric: str | None = None):
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes.
+    ``until`` ``decided`` with ``budget`` (``40`` trials or ``12m``): blocks, round by round, until every
+    comparison is decided or the budget is spent (:mod:`labctl.measure.until`; ``threshold_pct`` the band,
+    ``verdict_metric`` what is judged).
     ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
     configuration and repeat; its measurements are stored too). ``order``/``seed``: the order within a
     repeat (``interleaved``, or ``random`` with a seed recorded in the run; default: the profile's)."""
@@ -168,7 +173,8 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
     settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
         return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
-                         wait=wait, order=order, seed=seed)
+                         wait=wait, order=order, seed=seed, until=until, budget=budget, threshold_pct=threshold_pct,
+                         verdict_metric=verdict_metric)
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
