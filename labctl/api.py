@@ -593,3 +593,22 @@ def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[
     metric = _check_metric(metric)
     run_id, records = trials(db, run)
     return compare_selections(records, baseline, candidate, metric, run_id)
+
+
+def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob: str | None = None) -> list[str]:
+    """The verdicts a ``sweep --until decided`` run reached, one line per comparison (of ``knob`` only, when
+    given): verdict, change and interval, the trials it took and the confidence actually achieved (the
+    error spent at the deciding look), or what an open one would need. Empty for any other run."""
+    from labctl.measure.until import describe
+    from labctl.results.access import resolve_run, run_trials
+
+    run_id = resolve_run(db, run) if isinstance(run, str) else run
+    _id, _records, info = run_trials(db, run_id)
+    course = info.get("until") or {}
+    states = [s for s in course.get("comparisons", []) if knob is None or s["knob"] == knob]
+    if not states:
+        return []
+    stop = "every comparison decided" if course.get("stop") == "decided" else f"budget ({course.get('budget')}) spent"
+    head = (f"until decided (run {_id}): {stop}; {course.get('metric')}, threshold {course.get('threshold_pct'):g}%, "
+            f"error {course.get('alpha'):g} spent over {course.get('looks')} looks ({course.get('spending')}-type)")
+    return [head, *(f"  {describe(s)}" for s in states)]

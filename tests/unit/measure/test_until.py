@@ -107,3 +107,23 @@ def test_zero_rates_are_refused():
             for b in range(4) for v in (1, 2)]
     diffs, reason = u.paired(recs, u.Pairing("k", 1, 2), "mpps")
     assert not diffs and reason.startswith("zero rates")
+
+
+def test_advise_and_compare_name_the_verdicts_trials_and_confidence(tmp_path):
+    from typer.testing import CliRunner
+
+    from labctl.cli.app import app
+
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    db = tmp_path / "s.db"
+    result = run_sweep(loaded, db, runner=runner({256: 5.0, 1024: 6.0}, 0.01, [], random.Random(3)),
+                       until="decided", budget="80")
+    advised = CliRunner().invoke(app, ["advise", "--db", str(db)])
+    assert advised.exit_code == 0, advised.output
+    assert f"until decided (run {result.run_id}): every comparison decided" in advised.output
+    assert "guest.nics.*.rx_queue_size: 1024 vs 256: better" in advised.output
+    assert "workload.burst: 64 vs 32: equivalent" in advised.output and "confidence 9" in advised.output
+    compared = CliRunner().invoke(app, ["compare", "--db", str(db), "--run", str(result.run_id), "--by",
+                                        "workload.burst", "--baseline", "32"])
+    assert "workload.burst: 64 vs 32: equivalent" in compared.output
+    assert "rx_queue_size: 1024 vs 256" not in compared.output
