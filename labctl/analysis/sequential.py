@@ -94,7 +94,9 @@ def band(threshold_pct: float, scale: str) -> float:
 
 def change_pct(value: float, scale: str) -> float:
     """A difference shown as the user reads it: % change of the rate, or percentage points of loss."""
-    return (math.exp(value) - 1.0) * 100.0 if scale == "log" else value * 100.0
+    if scale != "log":
+        return value * 100.0
+    return math.expm1(min(value, 50.0)) * 100.0  # an interval at a tiny level and few pairs can be absurdly wide
 
 
 @dataclass
@@ -177,9 +179,9 @@ def needed_pairs(diffs: Sequence[float], alpha_k: float, threshold_pct: float, s
     return n if n <= cap else None
 
 
-def max_looks(n_first: int, n_max: int, step: int) -> int:
+def max_looks(n_first: int, n_max: int, step: int, cap: int = MAX_LOOKS) -> int:
     """The looks a budget allows: the first at ``n_first`` pairs, then one every ``step`` up to ``n_max``
-    (capped at :data:`MAX_LOOKS`)."""
+    (capped at ``cap``, at most :data:`MAX_LOOKS`)."""
     if n_max <= n_first:
         return 1
-    return min(1 + math.ceil((n_max - n_first) / max(step, 1)), MAX_LOOKS)
+    return min(1 + math.ceil((n_max - n_first) / max(step, 1)), cap, MAX_LOOKS)

@@ -227,6 +227,8 @@ class Until:
     seed: int | None = None
     spending: str = "pocock"
     alpha: float = seq.ALPHA
+    most_looks: int = seq.MAX_LOOKS  # the looks the budget is spread over (each spends a share of alpha)
+    first_blocks: int = FIRST_BLOCKS  # blocks of the first round (the first look)
     states: list[State] = field(default_factory=list)
     blocks: int = 0
     max_blocks: int | None = None
@@ -241,17 +243,17 @@ class Until:
         self.states = [State(p) for p in pairings(self.sweep)]
         self.rng = random.Random(self.seed) if self.order == "random" else None
         if self.budget.trials is not None:
-            first = FIRST_BLOCKS * len(self.configs)
+            first = self.first_blocks * len(self.configs)
             if self.budget.trials < first:
                 raise KnobError(f"--budget {self.budget.trials}: less than the first round's {first} trials "
-                                f"({FIRST_BLOCKS} blocks of {len(self.configs)} configurations; allowed: {first} or more)")
+                                f"({self.first_blocks} blocks of {len(self.configs)} configurations; allowed: {first} or more)")
             self._plan_blocks(self.budget.trials // len(self.configs))
 
     def _plan_blocks(self, max_blocks: int) -> None:
-        self.max_blocks = max(max_blocks, FIRST_BLOCKS)
-        spare = self.max_blocks - FIRST_BLOCKS
-        self.step = max(1, math.ceil(spare / (seq.MAX_LOOKS - 1))) if spare else 1
-        self.looks_planned = seq.max_looks(FIRST_BLOCKS, self.max_blocks, self.step)
+        self.max_blocks = max(max_blocks, self.first_blocks)
+        spare = self.max_blocks - self.first_blocks
+        self.step = max(1, math.ceil(spare / max(self.most_looks - 1, 1))) if spare else 1
+        self.looks_planned = seq.max_looks(self.first_blocks, self.max_blocks, self.step, self.most_looks)
 
     def plan_from_time(self, elapsed_s: float, trials_done: int) -> None:
         """A duration budget: the most blocks, from the first round's mean time per trial."""
@@ -271,7 +273,7 @@ class Until:
         """The next round's plan entries: the first round, or ``step`` blocks of what the open comparisons
         need (none: the sweep is over)."""
         if self.blocks == 0:
-            count, configs = FIRST_BLOCKS, self.configs
+            count, configs = self.first_blocks, self.configs
         else:
             if not self.open or self.max_blocks is None or self.blocks >= self.max_blocks:
                 return []

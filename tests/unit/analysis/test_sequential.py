@@ -86,3 +86,8 @@ def test_max_looks_is_bounded():
     assert seq.max_looks(3, 3, 1) == 1
     assert seq.max_looks(3, 6, 1) == 4
     assert seq.max_looks(3, 500, 1) == seq.MAX_LOOKS
+
+
+def test_a_tiny_level_on_few_pairs_gives_a_wide_interval_not_an_overflow():
+    decision = seq.decide([0.5, -0.4, 0.9], 1e-12, 5.0, False)
+    assert decision.verdict == "open" and decision.high_pct > 1e6
