@@ -92,19 +92,6 @@ def profile_sweeps(loaded: LoadedProfile) -> bool:
     return any(len(values) > 1 for values in loaded.profile.sweep.values())
 
 
-def extend_plan(store: Store, run_id: int, entries: list[dict[str, Any]]) -> None:
-    """Add ``entries`` to run ``run_id``'s plan (an ``--until decided`` sweep plans round by round), in one
-    write transaction of the store."""
-    import json
-
-    with store.transaction() as conn:
-        row = conn.execute("SELECT plan_json FROM runs WHERE id = ?", (run_id,)).fetchone()
-        plan = json.loads(row[0]) + entries
-        if len({e["seq"] for e in plan}) != len(plan):
-            raise ValueError(f"extend_plan: run {run_id}: a seq appears twice")
-        conn.execute("UPDATE runs SET plan_json = ? WHERE id = ?", (json.dumps(plan), run_id))
-
-
 def check_repeat(repeat: int | None) -> None:
     if repeat is not None and not 1 <= repeat <= MAX_REPEAT:
         raise KnobError(f"--repeat {repeat}: out of range (allowed: 1..{MAX_REPEAT})")
@@ -206,7 +193,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                 return record
 
             def extend(entries: list[dict[str, Any]]) -> None:
-                extend_plan(session.store, session.run_id, entries)
+                session.store.extend_plan(session.run_id, entries)
                 session.total += len(entries)
 
             try:
