@@ -425,7 +425,28 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
     if metric in TCP_METRICS and max_loss is not None:
         raise UserError(f"--max-loss {max_loss:g}: no loss limit applies to run {run_id}'s tcp trials (TCP "
                         "retransmits what is lost; allowed: --max-loss only for forwarding runs)")
-    return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
+    advice = make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
+    return _until_advice(db, run_id, records, advice)
+
+
+def _until_advice(db: str | Path, run_id: int, records: list, advice):
+    """A ``sweep --until decided`` run: its own verdicts decide the knobs they cover
+    (:func:`advisor.verdicts.apply_until`)."""
+    from advisor.verdicts import apply_until
+    from labctl.analysis.grouping import knob_value
+    from labctl.results.access import open_store
+
+    with open_store(db) as store:
+        course = store.run(run_id)["info"].get("until")
+    if not course:
+        return advice
+    ids: dict[str, dict[str, list[int]]] = {}
+    for state in course.get("comparisons", []):
+        cells = ids.setdefault(state["knob"], {})
+        for r in records:
+            if isinstance(r.details.get("block"), int) and r.id is not None:
+                cells.setdefault(repr(knob_value(r, state["knob"])), []).append(r.id)
+    return apply_until(advice, course, ids, run_id)
 
 
 def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,

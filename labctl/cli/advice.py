@@ -48,9 +48,6 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
         return
     advice = api.advise(db, run, max_loss, host, metric)
     typer.echo(json.dumps(advice.to_dict(), indent=2, default=str) if as_json else advice.format())
-    if not as_json:
-        for line in api.run_verdicts(db, run):  # a sweep --until decided: per knob its verdict, trials, confidence
-            typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:
