@@ -127,3 +127,32 @@ def test_advise_and_compare_name_the_verdicts_trials_and_confidence(tmp_path):
                                         "workload.burst", "--baseline", "32"])
     assert "workload.burst: 64 vs 32: equivalent" in compared.output
     assert "rx_queue_size: 1024 vs 256" not in compared.output
+
+
+def test_builds_are_comparisons_against_the_baseline_build(tmp_path):
+    """``build: [base, patched]`` with --until decided: the patched build is judged against the first (the
+    baseline) build through the same blocks and verdicts as any knob; the builds alternate within blocks."""
+    import yaml
+
+    from labctl.profile.knobs import flatten
+
+    data = yaml.safe_load((DOMAINS / "builds.yaml").read_text())
+    data["sweep"] = {"build": ["base", "patched"], "workload.burst": [32, 64]}
+    path = tmp_path / "b.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    loaded = load_profile(path, cpus=CPUS)
+    rng, seen = random.Random(5), []
+
+    def run(trial, repeat_index, on_event=None, session=None):
+        seen.append(trial.profile.build)
+        rate = (4.0 if trial.profile.build == "patched" else 5.0) * (1 + rng.gauss(0, 0.01))
+        return TrialRecord(config=flatten(trial.profile.model_dump()), repeat_index=repeat_index,
+                           metrics=Metrics(mpps=rate, loss_ratio=0.0), env=Environment(accel="none"))
+
+    result = run_sweep(loaded, tmp_path / "s.db", runner=run, until="decided", budget="64")
+    verdicts = {c["knob"]: c for c in result.until["comparisons"]}
+    assert (verdicts["build"]["baseline"], verdicts["build"]["candidate"]) == ("base", "patched")
+    assert verdicts["build"]["verdict"] == "worse" and verdicts["build"]["change_pct"] < -15
+    assert verdicts["workload.burst"]["verdict"] == "equivalent"
+    assert seen[:4] == ["base", "patched", "base", "patched"]  # build varies fastest within a block
+    assert result.until["stop"] == "decided" and len(seen) < 64
