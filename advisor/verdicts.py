@@ -46,9 +46,10 @@ def _said(state: dict[str, Any]) -> str:
 
 def _head(course: dict[str, Any]) -> str:
     stop = "every comparison decided" if course.get("stop") == "decided" else f"budget {course.get('budget')} spent"
-    run = f"run {course['run_id']}): " if course.get("run_id") is not None else ""
-    return (f"until decided ({run}{stop}; {course.get('metric')}, within-block ratios, threshold "
-            f"±{course.get('threshold_pct'):g}%, error {course.get('alpha'):g} spent over {course.get('looks')} looks)")
+    run = f" (run {course['run_id']})" if course.get("run_id") is not None else ""
+    looks = course.get("looks")
+    return (f"until decided{run}: {stop}; {course.get('metric')}, within-block ratios, threshold "
+            f"±{course.get('threshold_pct'):g}%, error {course.get('alpha'):g} spent over {looks} look{'s' * (looks != 1)}")
 
 
 def _trials(records_by_knob: dict[str, dict[str, list[int]]], knob: str, *values: Any) -> list[int]:
@@ -72,24 +73,24 @@ def knob_decision(knob: str, states: list[dict[str, Any]], course: dict[str, Any
                 if untested else "")
         return Recommendation(knob, best["candidate"], metric, best["change_pct"], (best["low_pct"], best["high_pct"]),
                               _trials(ids, knob, baseline, best["candidate"]),
-                              f"{head}: {_said(best)}{note}", baseline=baseline, settings={knob: best["candidate"]})
+                              f"{head}. {_said(best)}{note}", baseline=baseline, settings={knob: best["candidate"]})
     open_ = [s for s in states if s["verdict"] in ("open", "refused")]
     if open_:
-        return Inconclusive(knob, f"{head}: " + "; ".join(_said(s) for s in open_))
+        return Inconclusive(knob, f"{head}. " + "; ".join(_said(s) for s in open_))
     worse = [s for s in states if s["verdict"] == "worse"]
     if worse:  # every candidate worse or equivalent: keep the baseline, shown against the nearest worse one
         near = min(worse, key=lambda s: abs(s["change_pct"]))
         gain, ci = _inverse(near, loss)
         why = "; ".join(_said(s) for s in states)
         return Recommendation(knob, baseline, metric, gain, ci, _trials(ids, knob, baseline, *[s["candidate"] for s in states]),
-                              f"{head}: keep {show_value(baseline)}: {why}", baseline=near["candidate"],
+                              f"{head}. Keep {show_value(baseline)}: {why}", baseline=near["candidate"],
                               settings={knob: baseline})
     # every candidate equivalent within the band: keep the baseline (the sweep's first, the current value)
     widest = max(states, key=lambda s: max(abs(s["low_pct"]), abs(s["high_pct"])))
     gain, ci = _inverse(widest, loss)
     why = "; ".join(_said(s) for s in states)
     return Recommendation(knob, baseline, metric, gain, ci, _trials(ids, knob, baseline, *[s["candidate"] for s in states]),
-                          f"{head}: equivalent within ±{course.get('threshold_pct'):g}%: keep {show_value(baseline)} "
+                          f"{head}. Equivalent within ±{course.get('threshold_pct'):g}%: keep {show_value(baseline)} "
                           f"(rule: equivalent values buy nothing measurable, so keep the sweep's first, the current "
                           f"value): {why}", baseline=widest["candidate"], settings={knob: baseline})
 

@@ -631,5 +631,7 @@ def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob
         return []
     stop = "every comparison decided" if course.get("stop") == "decided" else f"budget ({course.get('budget')}) spent"
     head = (f"until decided (run {_id}): {stop}; {course.get('metric')}, threshold {course.get('threshold_pct'):g}%, "
-            f"error {course.get('alpha'):g} spent over {course.get('looks')} looks ({course.get('spending')}-type)")
+            f"error {course.get('alpha'):g} spent over {course.get('looks')} looks ({course.get('spending')}-type). "
+            "The run was measured in blocks: its within-block verdict below is the one to read (the table above "
+            "pools unpaired trials)")
     return [head, *(f"  {describe(s)}" for s in states)]

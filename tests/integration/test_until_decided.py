@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from labctl.results.store import Store
@@ -31,6 +32,7 @@ def _profile(tmp_path):
     return path
 
 
+@pytest.mark.timeout(16 * 60)  # the sweep's own budget is 12 min (pyproject's default per test is 10)
 def test_until_decided_planted_effect_and_aa_pair(tmp_path, no_leftovers):
     db = tmp_path / "until.db"
     proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(_profile(tmp_path)), "--db", str(db),
