@@ -163,7 +163,9 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
         base = base_data(loaded)
         if limit is not None:
-            configs = [e["config"] for e in build_plan(profile.sweep, 1, profile.backend == "libvirt")]
+            # a block in the fewest-boots order on every lab (domain knobs slowest, the embedded lab restarts
+            # on them too), and the next block reversed starts where this one ended: one restart per block
+            configs = [e["config"] for e in build_plan(profile.sweep, 1, True)]
             course = Until(profile.sweep, configs, limit, threshold_pct, verdict_metric, order=order, seed=seed)
             if verdict_metric is not None:
                 course.lower_is_better = lower_is_better(verdict_metric)

@@ -156,3 +156,27 @@ def test_builds_are_comparisons_against_the_baseline_build(tmp_path):
     assert verdicts["workload.burst"]["verdict"] == "equivalent"
     assert seen[:4] == ["base", "patched", "base", "patched"]  # build varies fastest within a block
     assert result.until["stop"] == "decided" and len(seen) < 64
+
+
+def test_blocks_restart_the_lab_once_per_block_on_the_embedded_lab_too(tmp_path):
+    """A domain knob (guest.memory_mib restarts the embedded lab) varies slowest inside a block, and the
+    reversed next block starts where the last ended: one change of it per block, not one per trial."""
+    import yaml
+
+    data = yaml.safe_load((DOMAINS / "quick.yaml").read_text())
+    data["sweep"] = {"workload.burst": [32, 64], "guest.memory_mib": [512, 1024]}
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    loaded = load_profile(path, cpus=CPUS)
+    memory = []
+
+    def run(trial, repeat_index, on_event=None, session=None):
+        from labctl.profile.knobs import flatten
+
+        memory.append(trial.profile.guest.memory_mib)
+        return TrialRecord(config=flatten(trial.profile.model_dump()), repeat_index=repeat_index,
+                           metrics=Metrics(mpps=5.0, loss_ratio=0.0), env=Environment(accel="none"))
+
+    run_sweep(loaded, tmp_path / "s.db", runner=run, until="decided", budget="12")
+    changes = sum(a != b for a, b in zip(memory, memory[1:]))
+    assert len(memory) == 12 and changes == 3  # 3 blocks of 4: once inside each block, never between
