@@ -171,8 +171,13 @@ def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelSco
 
 def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None = None, resume: bool = False,
           steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None,
-          metric: str = "mpps", wait: bool = True, order: str | None = None, seed: int | None = None):
+          metric: str = "mpps", wait: bool = True, order: str | None = None, seed: int | None = None,
+          until: str | None = None, budget: str | None = None, threshold_pct: float | None = None,
+          verdict_metric: str | None = None):
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes.
+    ``until`` ``decided`` with ``budget`` (``40`` trials or ``12m``): blocks, round by round, until every
+    comparison is decided or the budget is spent (:mod:`labctl.measure.until`; ``threshold_pct`` the band,
+    ``verdict_metric`` what is judged).
     ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
     configuration and repeat; its measurements are stored too). ``order``/``seed``: the order within a
     repeat (``interleaved``, or ``random`` with a seed recorded in the run; default: the profile's)."""
@@ -182,7 +187,8 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
     settings = _metric_search(loaded, metric)
     with signals.stoppable(scope):
         return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
-                         wait=wait, order=order, seed=seed)
+                         wait=wait, order=order, seed=seed, until=until, budget=budget, threshold_pct=threshold_pct,
+                         verdict_metric=verdict_metric)
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
@@ -433,7 +439,28 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
     if metric in TCP_METRICS and max_loss is not None:
         raise UserError(f"--max-loss {max_loss:g}: no loss limit applies to run {run_id}'s tcp trials (TCP "
                         "retransmits what is lost; allowed: --max-loss only for forwarding runs)")
-    return make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
+    advice = make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
+    return _until_advice(db, run_id, records, advice)
+
+
+def _until_advice(db: str | Path, run_id: int, records: list, advice):
+    """A ``sweep --until decided`` run: its own verdicts decide the knobs they cover
+    (:func:`advisor.verdicts.apply_until`)."""
+    from advisor.verdicts import apply_until
+    from labctl.analysis.grouping import knob_value
+    from labctl.results.access import open_store
+
+    with open_store(db) as store:
+        course = store.run(run_id)["info"].get("until")
+    if not course:
+        return advice
+    ids: dict[str, dict[str, list[int]]] = {}
+    for state in course.get("comparisons", []):
+        cells = ids.setdefault(state["knob"], {})
+        for r in records:
+            if isinstance(r.details.get("block"), int) and r.id is not None:
+                cells.setdefault(repr(knob_value(r, state["knob"])), []).append(r.id)
+    return apply_until(advice, course, ids, run_id)
 
 
 def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
@@ -640,3 +667,24 @@ def compare_html(result, out: str | Path) -> Path:
     from labctl.analysis.html.page import render_comparison, write
 
     return write(render_comparison(result.to_dict()), check_html_out(out))
+
+
+def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob: str | None = None) -> list[str]:
+    """The verdicts a ``sweep --until decided`` run reached, one line per comparison (of ``knob`` only, when
+    given): verdict, change and interval, the trials it took and the confidence actually achieved (the
+    error spent at the deciding look), or what an open one would need. Empty for any other run."""
+    from labctl.measure.until import describe
+    from labctl.results.access import resolve_run, run_trials
+
+    run_id = resolve_run(db, run) if isinstance(run, str) else run
+    _id, _records, info = run_trials(db, run_id)
+    course = info.get("until") or {}
+    states = [s for s in course.get("comparisons", []) if knob is None or s["knob"] == knob]
+    if not states:
+        return []
+    stop = "every comparison decided" if course.get("stop") == "decided" else f"budget ({course.get('budget')}) spent"
+    head = (f"until decided (run {_id}): {stop}; {course.get('metric')}, threshold {course.get('threshold_pct'):g}%, "
+            f"error {course.get('alpha'):g} spent over {course.get('looks')} looks ({course.get('spending')}-type). "
+            "The run was measured in blocks: its within-block verdict below is the one to read (the table above "
+            "pools unpaired trials)")
+    return [head, *(f"  {describe(s)}" for s in states)]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: the embedded lab end to end (no VM). A sweep of domains/quick.yaml with repeats,
+# The main job: the embedded lab end to end (no VM). A sweep of domains/quick.yaml until decided (or 150 s),
 # the results table, a plot, the advice, and an NDR/PDR search. Results land in out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +14,8 @@ echo
 echo "== labctl validate domains/quick.yaml"
 $LABCTL validate domains/quick.yaml
 echo
-echo "== labctl sweep domains/quick.yaml --repeat 3 --steadiness 5 (embedded lab: DPDK vswitch <-> virtio_user guest)"
-$LABCTL sweep domains/quick.yaml --db "$DB" --repeat 3 --steadiness 5
+echo "== labctl sweep domains/quick.yaml --until decided --budget 150s --steadiness 5 (embedded lab: DPDK vswitch <-> virtio_user guest; repeats added only where a comparison is undecided)"
+$LABCTL sweep domains/quick.yaml --db "$DB" --until decided --budget 150s --steadiness 5
 echo
 echo "== labctl report"
 $LABCTL report --db "$DB"

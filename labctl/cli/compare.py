@@ -59,6 +59,9 @@ def compare(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result 
         api.check_html_out(html)
     result = api.compare(db, baseline, candidate or None, metric, threshold, junit, baseline_db, run=run, by=by)
     typer.echo(api.render_comparison(result, fmt))
+    if fmt == "table" and run is not None and by is not None:
+        for line in api.run_verdicts(db, run, by):  # a sweep --until decided: the blocked verdict and its confidence
+            typer.echo(line)
     if junit is not None:
         say(f"wrote {junit}")
     if html is not None:

@@ -56,31 +56,53 @@ def sweep(file: Path, db: Path = DB,
                                               "repeat (default: the profile's order, interleaved)"),
           seed: Optional[int] = typer.Option(None, "--seed", help="the seed of --order random (recorded in the run; "
                                              "default: drawn)"),
+          until: Optional[str] = typer.Option(None, "--until", help="decided: add repeats, round by round, only "
+                                              "where a comparison is undecided (needs --budget)"),
+          budget: Optional[str] = typer.Option(None, "--budget", help="with --until decided: most trials (40) or "
+                                               "time (90s, 12m, 1h)"),
+          threshold: Optional[float] = typer.Option(None, "--threshold", help="with --until decided: the smallest "
+                                                    f"change in % that counts (default {api.DEFAULT_THRESHOLD_PCT:g}); "
+                                                    "within it: equivalent"),
+          verdict_metric: Optional[str] = typer.Option(None, "--verdict-metric", help="with --until decided: what is "
+                                                       "judged (default: the run's own: mpps, ndr, pdr, a tcp rate; "
+                                                       "loss_ratio at a paced rate)"),
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
           no_wait: bool = NO_WAIT) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
     from labctl.host.steadiness import check_arguments
     from labctl.measure.sweep import check_repeat
+    from labctl.measure.until import check_until, describe
 
     check_repeat(repeat)
+    check_until(until, budget)
     if steadiness is not None:
         check_arguments(steadiness)  # before the profile is read: a bad value fails first
     loaded = api.load(file, _knobs(set_, rate))
     for warning in loaded.warnings:
         say(warning.render(str(file)))
+    decide = dict(until=until, budget=budget, threshold_pct=threshold, verdict_metric=verdict_metric)
     if as_json:
         result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=notes_printer, metric=metric,
-                           wait=not no_wait, order=order, seed=seed)
+                           wait=not no_wait, order=order, seed=seed, **decide)
     else:
         with SweepProgress() as progress:
             result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=progress, metric=metric,
-                               wait=not no_wait, order=order, seed=seed)
+                               wait=not no_wait, order=order, seed=seed, **decide)
     summary = {"run_id": result.run_id, "ok": result.ok, "failed": result.failed, "db": str(db)}
     if result.steadiness is not None:
         summary["steadiness"] = result.steadiness.to_dict(samples=False)
+    if result.until is not None:
+        summary["until"] = result.until
     if as_json:
         print_json(summary)
     else:
+        if result.until is not None:
+            course = result.until
+            stop = "every comparison decided" if course["stop"] == "decided" else f"budget ({course['budget']}) spent"
+            typer.echo(f"until decided: {stop} after {course['looks']} of at most {course['looks_planned']} looks, "
+                       f"{course['blocks']} blocks ({course['metric']}, threshold {course['threshold_pct']:g}%)")
+            for state in course["comparisons"]:
+                typer.echo(f"  {describe(state)}")
         typer.echo(f"run {result.run_id}: {result.ok} ok, {result.failed} failed -> {db} "
                    f"(labctl report --db {db} --run {result.run_id})")
     if result.failed:

@@ -19,8 +19,10 @@ from labctl.lab.plan import is_domain_knob
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.ndr import SearchSettings, ndr_trial
 from labctl.measure.session import base_data, find_resumable, open_session
+from labctl.measure.until import Until, check_until, run_until
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
+from labctl.results.metrics import DEFAULT_THRESHOLD_PCT, default_metric, lower_is_better, resolve
 from labctl.results.record import TrialRecord
 from labctl.results.store import Store
 
@@ -73,6 +75,7 @@ class SweepResult:
     failed: int = 0
     trial_ids: list[int] = field(default_factory=list)
     steadiness: Any = None  # the probe's Steadiness, when one ran
+    until: dict[str, Any] | None = None  # --until decided: its course and verdicts (Until.summary)
 
 
 TrialRunner = Callable[..., TrialRecord]  # (loaded, repeat_index, on_event, session=LabSession)
@@ -85,6 +88,10 @@ def _default_runner(loaded: LoadedProfile, repeat_index: int, on_event: OnEvent 
     return run_trial(loaded, repeat_index=repeat_index, on_event=on_event, session=session)
 
 
+def profile_sweeps(loaded: LoadedProfile) -> bool:
+    return any(len(values) > 1 for values in loaded.profile.sweep.values())
+
+
 def check_repeat(repeat: int | None) -> None:
     if repeat is not None and not 1 <= repeat <= MAX_REPEAT:
         raise KnobError(f"--repeat {repeat}: out of range (allowed: 1..{MAX_REPEAT})")
@@ -93,7 +100,9 @@ def check_repeat(repeat: int | None) -> None:
 def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = None, resume: bool = False,
               runner: TrialRunner = _default_runner, steadiness_s: float | None = None,
               on_event: OnEvent | None = None, search: SearchSettings | None = None, wait: bool = True,
-              order: str | None = None, seed: int | None = None) -> SweepResult:
+              order: str | None = None, seed: int | None = None, until: str | None = None,
+              budget: str | None = None, threshold_pct: float | None = None,
+              verdict_metric: str | None = None) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
@@ -103,8 +112,26 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
     (:func:`labctl.measure.ndr.ndr_trial`), its measurements stored beside it (not counted as done:
     progress counts plan entries). ``order``/``seed``: the order within each repeat (:func:`build_plan`;
     None: the profile's ``order`` and ``seed``); a random order without a seed draws one, and both are
-    recorded in the run's info (``order``, ``seed``)."""
+    recorded in the run's info (``order``, ``seed``).
+
+    ``until`` ``decided`` with ``budget`` (trials or a duration): blocks of configurations, round by round,
+    until every comparison is decided or the budget is spent (:mod:`labctl.measure.until`); the course
+    and the verdicts go in the run's info (``until``) and :attr:`SweepResult.until`. ``threshold_pct``: the
+    band of equivalence; ``verdict_metric``: what is judged (default: the run's own metric)."""
     check_repeat(repeat)
+    limit = check_until(until, budget)
+    if limit is not None:
+        if resume:
+            raise KnobError("--resume: not with --until decided (allowed: --resume alone finishes an aborted run's "
+                            "round)")
+        threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
+        if not 0 < threshold_pct < 100:
+            raise KnobError(f"--threshold {threshold_pct:g}: out of range (allowed: above 0 and below 100 per cent)")
+        if verdict_metric is not None:
+            verdict_metric = resolve(verdict_metric, option="--verdict-metric")
+        if not profile_sweeps(loaded):
+            raise KnobError("--until decided: the profile sweeps no knob, so there is nothing to compare "
+                            "(allowed: a profile with a sweep: of two or more values)")
     order = order or loaded.profile.order
     if order not in ORDERS:
         raise KnobError(f"--order {order}: not an order (allowed: {', '.join(ORDERS)})")
@@ -135,7 +162,14 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
                    message=result.steadiness.describe())
         host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
         base = base_data(loaded)
-        plan = [] if resume else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt",
+        if limit is not None:
+            # a block in the fewest-boots order on every lab (domain knobs slowest, the embedded lab restarts
+            # on them too), and the next block reversed starts where this one ended: one restart per block
+            configs = [e["config"] for e in build_plan(profile.sweep, 1, True)]
+            course = Until(profile.sweep, configs, limit, threshold_pct, verdict_metric, order=order, seed=seed)
+            if verdict_metric is not None:
+                course.lower_is_better = lower_is_better(verdict_metric)
+        plan = [] if resume or limit is not None else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt",
                                             order, seed)
         with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
                 LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
@@ -145,18 +179,34 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
             todo = session.store.missing_plan(session.run_id) if resume else plan
             if resume:
                 base = session.store.run(session.run_id)["profile"]
+            def measure(entry: dict[str, Any]) -> TrialRecord:
+                trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
+                with session.trial(entry["seq"]):
+                    if search is None:
+                        record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
+                    else:
+                        record, _result = ndr_trial(trial_profile, search, labs, session.add_measurement,
+                                                    on_event, entry["repeat_index"])
+                if "block" in entry:
+                    record.details.update(block=entry["block"], block_position=entry["position"])
+                if host_warning and host_warning not in record.warnings:
+                    record.warnings.append(host_warning)
+                session.add(record, entry["seq"], entry)
+                return record
+
+            def extend(entries: list[dict[str, Any]]) -> None:
+                session.store.extend_plan(session.run_id, entries)
+                session.total += len(entries)
+
             try:
-                for entry in todo:
-                    trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
-                    with session.trial(entry["seq"]):
-                        if search is None:
-                            record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
-                        else:
-                            record, _result = ndr_trial(trial_profile, search, labs, session.add_measurement,
-                                                        on_event, entry["repeat_index"])
-                    if host_warning and host_warning not in record.warnings:
-                        record.warnings.append(host_warning)
-                    session.add(record, entry["seq"], entry)
+                if limit is not None:
+                    session.store.update_run_info(session.run_id, order=order, seed=seed, blocked=True)
+                    result.until = run_until(course, measure, extend, [], default_metric, lower_is_better,
+                                             on_event, profile.name)
+                    session.store.update_run_info(session.run_id, until=result.until)
+                else:
+                    for entry in todo:
+                        measure(entry)
             finally:
                 if labs.boots:
                     info = labs.info()

@@ -360,6 +360,22 @@ class Store:
     def plan(self, run_id: int) -> list[dict[str, Any]]:
         return self.run(run_id)["plan"]
 
+    def extend_plan(self, run_id: int, entries: list[dict[str, Any]]) -> None:
+        """Append ``entries`` to run ``run_id``'s plan in one write transaction (a sweep ``--until decided``
+        plans round by round); a ``seq`` already planned (or twice in ``entries``) is refused, and nothing
+        is written."""
+        with self.transaction() as conn, self._errors("extend a run's plan"):
+            row = conn.execute("SELECT plan_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise UnknownRunError(f"run {run_id}: no such run in {self.path}")
+            plan = json.loads(row[0])
+            seen = {e["seq"] for e in plan}
+            for entry in entries:
+                if entry["seq"] in seen:
+                    raise ValueError(f"run {run_id}: seq {entry['seq']} is already in the plan")
+                seen.add(entry["seq"])
+            conn.execute("UPDATE runs SET plan_json = ? WHERE id = ?", (dumps(plan + entries, "the plan"), run_id))
+
     def latest_run_id(self) -> int | None:
         with self._errors("find the latest run"):
             row = self._conn.execute("SELECT MAX(id) FROM runs").fetchone()

@@ -92,21 +92,22 @@ class ScriptedSweep:
     scope to be cancelled, as a trial in flight would; records what it was called with. ``notes``: note
     events sent after the run's."""
 
-    def __init__(self, hold: bool = True, notes: tuple[str, ...] = ()):
+    def __init__(self, hold: bool = True, notes: tuple[Any, ...] = ()):
         self.hold = hold
-        self.notes = notes
+        self.notes = notes  # a message, or an (message, data) pair (a sweep until decided's Look)
         self.calls: list[dict[str, Any]] = []
         self.waiting = threading.Event()
 
     def __call__(self, loaded, db=api.DEFAULT_DB, repeat=None, resume=False, steadiness_s=None, on_event=None,
-                 scope=None):
+                 scope=None, **until):
         from labctl.results.record import Metrics, TrialRecord
 
         self.calls.append({"profile": loaded.profile.name, "db": db, "repeat": repeat, "resume": resume,
-                           "duration": loaded.profile.workload.duration_s})
+                           "duration": loaded.profile.workload.duration_s, **until})
         on_event(api.Event("run", lab="quick", run_id=7, total=4, done=0))
         for note in self.notes:
-            on_event(api.Event("note", lab="quick", message=note))
+            message, data = note if isinstance(note, tuple) else (note, None)
+            on_event(api.Event("note", lab="quick", message=message, data=data))
         for i, (rx, burst, mpps) in enumerate([(256, 32, 5.0), (256, 64, 6.0)]):
             on_event(api.Event("phase", lab="quick", message="measure"))
             record = TrialRecord(config={}, metrics=Metrics(mpps=mpps))

@@ -173,6 +173,32 @@ def test_sweep_shows_progress_eta_phase_and_bars_then_cancels(fixed, monkeypatch
     run(go())
 
 
+def test_a_budget_in_until_decided_starts_a_sweep_until_decided_showing_the_open_comparisons_shrink(fixed, monkeypatch):
+    from labctl.measure.until import Look
+
+    first = Look(1, 8, 3, 12, ["rx_queue_size: 1024 vs 256", "workload.burst: 64 vs 32"], {})
+    second = Look(2, 8, 4, 16, ["workload.burst: 64 vs 32"], {"rx_queue_size: 1024 vs 256": "better"})
+    sweep = ScriptedSweep(notes=((first.message(), first), (second.message(), second)))
+    monkeypatch.setattr(api, "sweep", sweep)
+    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+
+    async def go():
+        app = LabctlApp(**fixed, mode="sweep")
+        async with app.run_test(size=SIZE) as pilot:
+            assert not app.screen.query_one("#open", Static).display  # until a look comes
+            app.screen.query_one("#until-budget", Input).value = "90s"
+            await pilot.press("g")
+            await until(pilot, lambda: sweep.waiting.is_set() and "warm-up" in text(app, "#phase"))
+            shown = text(app, "#open")
+            assert "open comparisons: 1 (workload.burst: 64 vs 32); decided 1" in shown and "look 2/8" in shown
+            await pilot.press("c")
+            await until(pilot, lambda: not app.busy)
+        assert sweep.calls[0]["until"] == "decided" and sweep.calls[0]["budget"] == "90s"
+        assert sweep.calls[0]["repeat"] is None and sweep.calls[0]["resume"] is False
+
+    run(go())
+
+
 def test_the_newest_message_shows_even_after_long_ones(fixed, monkeypatch):
     """A note that wraps (waiting for another labctl's CPUs) must not push the cancel message and its
     resume command off the three lines the messages have at 80x24."""

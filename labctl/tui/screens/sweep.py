@@ -1,4 +1,5 @@
-"""Sweep: start a sweep or a tune from the profile in use (``api.load``, ``api.sweep``, ``api.tune``),
+"""Sweep: start a sweep (with a budget in "until decided in": ``api.sweep(until="decided", budget=...)``,
+the open comparisons shown shrinking look by look) or a tune from the profile in use (``api.load``, ``api.sweep``, ``api.tune``),
 follow it (progress, ETA, the current trial's phase, a live plot of rate per configuration from
 ``api.report``), cancel it (``scope.cancel()``) and resume it. A run another process is writing into
 the same store (a CLI sweep) is followed too, by polling ``api.runs`` / ``api.trials``."""
@@ -78,6 +79,8 @@ class SweepScreen(LabScreen):
                 yield Input("", id="repeat", placeholder="auto", type="integer", classes="short")
                 yield Label("budget")
                 yield Input("12", id="budget", type="integer", classes="short")
+                yield Label("until decided in")
+                yield Input("", id="until-budget", placeholder="off", classes="short")  # 12m or 40: the switch
                 yield Label("--set")
                 yield Input(" ".join(f"{k}={v}" for k, v in self.lab.overrides.items()), id="overrides",
                             placeholder="KNOB=VALUE ...")
@@ -86,6 +89,9 @@ class SweepScreen(LabScreen):
                 yield ProgressBar(total=None, show_eta=False, id="bar")
                 yield Label("ETA --:--", id="eta")
             yield Static("", id="phase")
+            opened = Static("", id="open", markup=False)
+            opened.display = False  # shown by a sweep until decided's looks
+            yield opened
             yield Static("Rate per configuration: median Mpps [95% CI] n", classes="title", markup=False)
             yield RateBars(id="bars")
             with VerticalScroll(id="messages-scroll"):  # kept at its end: the newest message is the one to see
@@ -107,7 +113,7 @@ class SweepScreen(LabScreen):
 
     # -- starting and stopping -----------------------------------------------------------------------
 
-    def _request(self) -> dict[str, Any] | None:
+    def _request(self, how: str = "sweep") -> dict[str, Any] | None:
         """The request from the fields, checked on the app's thread (errors are notified)."""
         if self.lab.busy:
             self.notify("measuring work is already in flight", severity="warning")
@@ -120,14 +126,15 @@ class SweepScreen(LabScreen):
             repeat_text = self.query_one("#repeat", Input).value.strip()
             budget_text = self.query_one("#budget", Input).value.strip()
             return {"overrides": overrides, "repeat": int(repeat_text) if repeat_text else None,
-                    "budget": int(budget_text) if budget_text else 0}
+                    "budget": int(budget_text) if budget_text and how != "decide" else 0,
+                    "until_budget": self.query_one("#until-budget", Input).value.strip()}
         except (api.LabError, ValueError) as exc:
             self.notify(error_text(exc) if isinstance(exc, api.LabError) else f"not a number: {exc}",
                         severity="error")
             return None
 
     def action_start(self) -> None:
-        self._begin("sweep")
+        self._begin("decide" if self.query_one("#until-budget", Input).value.strip() else "sweep")
 
     def action_resume(self) -> None:
         self._begin("resume")
@@ -136,9 +143,10 @@ class SweepScreen(LabScreen):
         self._begin("tune")
 
     def _begin(self, how: str) -> None:
-        request = self._request()
+        request = self._request(how)
         if request is None:
             return
+        self.query_one("#open", Static).display = False
         scope = self.scope = self.lab.open_scope()
         self.progress = model.Progress(profile=str(self.lab.profile), state="starting")
         self.seen = None
@@ -152,6 +160,9 @@ class SweepScreen(LabScreen):
             loaded = api.load(path, request["overrides"])
             if how == "tune":
                 return api.tune(loaded, request["budget"], db=db, on_event=on_event, scope=scope)
+            if how == "decide":
+                return api.sweep(loaded, db, None, False, None, on_event=on_event, scope=scope, until="decided",
+                                 budget=request["until_budget"])
             return api.sweep(loaded, db, request["repeat"], how == "resume", None, on_event=on_event, scope=scope)
 
         self.call_api(measure, owns=scope, group="measure", done=self.finished, failed=self.stopped)
@@ -173,6 +184,11 @@ class SweepScreen(LabScreen):
                                           f"({result.trials_used} trials, stopped: {result.stop_reason})")
         else:
             self.progress.messages.append(f"run {result.run_id}: {result.ok} ok, {result.failed} failed")
+            course = getattr(result, "until", None)
+            if course:
+                stop = "every comparison decided" if course["stop"] == "decided" else f"budget {course['budget']} spent"
+                self.progress.messages.append(f"until decided: {stop}; labctl advise --run {result.run_id} gives "
+                                              "the verdicts")
         self.after_stop()
 
     def stopped(self, exc: BaseException) -> None:
@@ -196,6 +212,14 @@ class SweepScreen(LabScreen):
 
     def show_event(self, event: api.Event) -> None:
         self.progress.apply(event)
+        look = event.data if event.kind == "note" else None
+        if look is not None and hasattr(look, "open") and hasattr(look, "decided"):  # a sweep until decided's look
+            names = ", ".join(look.open) or "none"
+            opened = self.query_one("#open", Static)
+            opened.display = True
+            opened.update(
+                f"open comparisons: {len(look.open)} ({names}); decided {len(look.decided)}    "
+                f"look {look.look}/{look.looks}, {look.trials} trials")
         if event.kind == "trial":
             self.lab.stored += 1
             self.poll()

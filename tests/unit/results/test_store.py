@@ -261,3 +261,19 @@ def test_runs_count_only_the_trials_that_stand_for_plan_entries(store: Store) ->
     store.add_trial(record(run, status="failed", details={"role": "search"}))
     (listed,) = store.runs()
     assert (listed["planned"], listed["ok"], listed["failed"], listed["aborted"]) == (2, 2, 0, 0)
+
+
+def test_extend_plan_appends_in_one_transaction_and_refuses_a_duplicate_seq(store: Store) -> None:
+    run_id = store.create_run("sweep", {}, plan(3))
+    more = [{**e, "seq": e["seq"] + 3, "block": 1} for e in plan(3)]
+    store.extend_plan(run_id, more)
+    assert [e["seq"] for e in store.plan(run_id)] == [0, 1, 2, 3, 4, 5]
+    assert store.plan(run_id)[3]["block"] == 1
+    store.add_trial(record(run_id), seq=5)  # an extended entry is a planned one
+    with pytest.raises(ValueError, match="seq 4 is already in the plan"):
+        store.extend_plan(run_id, [{**plan(1)[0], "seq": 6}, {**plan(1)[0], "seq": 4}])
+    assert [e["seq"] for e in store.plan(run_id)] == [0, 1, 2, 3, 4, 5]  # nothing half-written
+    with pytest.raises(ValueError, match="seq 7"):
+        store.extend_plan(run_id, [{**plan(1)[0], "seq": 7}, {**plan(1)[0], "seq": 7}])
+    with pytest.raises(UnknownRunError):
+        store.extend_plan(run_id + 1, more)
