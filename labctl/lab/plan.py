@@ -347,8 +347,11 @@ class LabPlan:
         and the vswitch PMD cores, and its stack (DPDK forwarder or kernel driver). vCPU and emulator pins
         are applied live, the workload per trial. A build's binaries too: its QEMU is the domain's
         <emulator> (re-defined), its vswitch the host side (restarted), its forwarder the appliance's
-        (another image); a plan without a build keeps the key it had before builds existed."""
-        key = (self.lab, self.vcpus, self.memory_mib, self.hugepages,
+        (another image); a plan without a build keeps the key it had before builds existed. The embedded
+        lab has no guest memory to size (its forwarder's memory follows its NICs and noisy lookup table,
+        :meth:`embedded_hugepage_mb`), so ``guest.memory_mib`` restarts nothing there."""
+        memory = None if self.lab == "embedded" else self.memory_mib
+        key = (self.lab, self.vcpus, memory, self.hugepages,
                tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
                self.generator.kind, self.vswitch.kind, self.topology, self.stack)
         binaries = replace(self.build, label=None)  # the label alone changes no process

@@ -211,3 +211,13 @@ def test_vm2vm_guest_b_plan_is_derived_from_the_plan():
     assert (b.pins, b.forwarder, b.duration_s) == (vm2vm.pins, vm2vm.forwarder, vm2vm.duration_s)
     with pytest.raises(ValueError, match="only a vm2vm plan"):
         derive(load_profile(DOMAINS / "guest-vhostuser.yaml", cpus=CPUS).profile).peer()
+
+
+def test_memory_restarts_a_libvirt_guest_but_not_the_embedded_lab():
+    """guest.memory_mib sizes a libvirt guest (a boot); the embedded lab has no guest memory to size, so a
+    sweep over it (the A/A knob of the until-decided test) restarts nothing there."""
+    for stem, same in (("quick", True), ("guest-vhostuser", False)):
+        profile = load_profile(ROOT / "domains" / f"{stem}.yaml", cpus=CPUS).profile
+        bigger = profile.model_copy(update={"guest": profile.guest.model_copy(
+            update={"memory_mib": profile.guest.memory_mib * 2})})
+        assert (derive(profile).domain_key() == derive(bigger).domain_key()) is same, stem
