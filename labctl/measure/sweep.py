@@ -174,6 +174,8 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
                 LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
             result.run_id = session.run_id
+            if result.steadiness is not None:  # the probe with the run (its page and JSON show it), not its samples
+                session.store.update_run_info(session.run_id, steadiness=result.steadiness.to_dict(samples=False))
             if not resume and (order != "interleaved" or "build" in profile.sweep):
                 session.store.update_run_info(session.run_id, order=order, seed=seed)
             todo = session.store.missing_plan(session.run_id) if resume else plan

@@ -93,7 +93,10 @@ def warned_run(db: Path) -> int:
                "(labctl doctor --steadiness)")
     tcg = Environment(host="lab1", accel="tcg", lab="libvirt", qemu="7.2.0", libvirt="9.0.0", cores=2)
     records = [r.model_copy(update={"env": tcg, "warnings": [warning]}) for r in datasets.two_band()]
-    return store_run(db, "unsteady-tcg", records)
+    probe = {"verdict": "unsteady", "description": "unsteady: integer-loop rate p10-p90 spread 140%, memory copy 60% "
+             "over 5 s on CPUs 0,1", "seconds": 5, "interval_s": 0.25, "cpus": [0, 1], "cpu_spread": 1.4,
+             "copy_spread": 0.6}
+    return store_run(db, "unsteady-tcg", records, info={"steadiness": probe})
 
 
 def hostile_run(db: Path) -> int:

@@ -129,6 +129,37 @@ def test_warnings_are_those_of_labctl_report(db, tmp_path):
     assert any("TCG" in n for n in report.notes) and any("unsteady" in n for n in report.notes)
     assert "two bands: 8.9 (n=3) and 16.4 (n=2)" in text
     assert "host unsteady before this sweep: integer-loop rate spread 140%" in text
+    steadiness = page[page.index('id="steadiness"'):page.index('id="warnings"')]
+    shown = " ".join("".join(_parse(steadiness).text).split())
+    assert "The probe before the sweep: unsteady." in shown and re.search(r"integer-loop rate spread\s*140%", shown)
+    assert re.search(r"memory copy spread\s*60%", shown) and "5 s on CPUs 0,1" in shown
+
+
+def test_a_sweep_stores_its_steadiness_probe_with_the_run(tmp_path, monkeypatch):
+    """`labctl sweep --steadiness S`: the probe goes in the run's info (without its samples), where the
+    page and the JSON document find it."""
+    from labctl.host import steadiness
+    from labctl.measure.sweep import run_sweep
+    from labctl.profile.knobs import flatten
+    from labctl.profile.load import load_profile
+    from labctl.results.record import Environment, Metrics, TrialRecord
+    from labctl.results.store import Store
+    from tests.conftest import DOMAINS
+
+    probe = steadiness.Steadiness(seconds=1.0, interval_s=0.25, cpus=[0, 1], samples=[])
+    monkeypatch.setattr(steadiness, "probe", lambda seconds: probe)
+
+    def runner(loaded, repeat_index, on_event=None, session=None):
+        return TrialRecord(config=flatten(loaded.profile.model_dump()), repeat_index=repeat_index,
+                           metrics=Metrics(mpps=1.0, loss_ratio=0.0), env=Environment(accel="none"))
+
+    db = tmp_path / "s.db"
+    result = run_sweep(load_profile(DOMAINS / "quick.yaml", cpus=frozenset({0, 1})), db, 1, steadiness_s=1.0,
+                       runner=runner)
+    with Store(db) as store:
+        stored = store.run(result.run_id)["info"]["steadiness"]
+    assert stored["verdict"] == probe.verdict and "samples" not in stored
+    assert api.report_document(db, result.run_id)["steadiness"]["probe"]["verdict"] == probe.verdict
 
 
 def test_refusals_are_in_the_answer(db, tmp_path):
