@@ -292,11 +292,11 @@ class Until:
         self.looked_at = self.blocks
         scale = scale_of(self.metric)
         for state in self.states:
+            if not state.open:  # its trials stay those it was decided on
+                continue
             state.trials = sum(1 for r in records if block_of(r) is not None and
                                repr(knob_value(r, state.pairing.knob)) in (repr(state.pairing.baseline),
                                                                           repr(state.pairing.candidate)))
-            if not state.open:
-                continue
             diffs, refusal = paired(records, state.pairing, self.metric, self.others(state.pairing))
             state.looks += 1
             state.decision = seq.decide(diffs, alpha_k, self.threshold_pct, self.lower_is_better, scale, refusal)

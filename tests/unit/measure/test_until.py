@@ -180,3 +180,17 @@ def test_blocks_restart_the_lab_once_per_block_on_the_embedded_lab_too(tmp_path)
     run_sweep(loaded, tmp_path / "s.db", runner=run, until="decided", budget="12")
     changes = sum(a != b for a, b in zip(memory, memory[1:]))
     assert len(memory) == 12 and changes == 3  # 3 blocks of 4: once inside each block, never between
+
+
+def test_a_comparison_decided_early_keeps_the_trials_it_was_decided_on(tmp_path):
+    """A planted 60% effect is decided at the first look; the A/A knob goes on (a noisier pair). The
+    decided one reports the trials of its own deciding look, not the run's total at the end."""
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    calls: list = []
+    result = run_sweep(loaded, tmp_path / "s.db", runner=runner({256: 5.0, 1024: 8.0}, 0.08, calls, random.Random(11)),
+                       until="decided", budget="60")
+    verdicts = {c["knob"]: c for c in result.until["comparisons"]}
+    rings = verdicts["guest.nics.*.rx_queue_size"]
+    assert rings["verdict"] == "better" and rings["looks"] == 1
+    assert result.until["looks"] > 1 and rings["trials"] < len(calls)  # the other comparison went on
+    assert rings["trials"] == 12  # the first round: 3 blocks of the 4 configurations, both ring values in each
