@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -70,9 +71,14 @@ class ResultsScreen(LabScreen):
     def show_runs(self, runs: list[dict[str, Any]]) -> None:
         self.runs = runs
         table = self.query_one("#runs", DataTable)
-        table.clear()
-        for run in reversed(runs):  # newest first
-            table.add_row(*model.run_line(run), key=str(run["id"]))
+        lines = [model.run_line(run) for run in reversed(runs)]  # newest first
+        # the columns' widths from their cells, set here: left to DataTable's own measuring (after the rows
+        # land, at idle), a CI run showed them stuck at the headers' widths ("import:" for the run's name)
+        table.clear(columns=True)
+        for i, label in enumerate(model.RUN_COLUMNS):
+            table.add_column(label, width=max([cell_len(label)] + [cell_len(line[i]) for line in lines]))
+        for run, line in zip(reversed(runs), lines):
+            table.add_row(*line, key=str(run["id"]))
         if not runs:
             self._say("#notes", f"{self.lab.db}: no runs yet")
             return
