@@ -14,12 +14,12 @@ labctl's.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from labctl.digest import sha256_file
 from labctl.errors import PlanError, WorkloadError
 from labctl.lab.plan import BuildPlan, LabPlan
 from labctl.profile.rules import DPDK_VERSION_ARGS, OVS_VERSION, RTE_VERSION, binary_problem, probe_output
@@ -104,11 +104,7 @@ def sha256_of(path: str) -> str:
 
 @lru_cache(maxsize=64)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_file(path)
 
 
 def version_of(program: Program) -> str | None:

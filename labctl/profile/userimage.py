@@ -16,13 +16,14 @@ directory above it searchable, by that user through the world bits or QEMU's gro
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from labctl.digest import sha256_file
 
 FORMATS = ("qcow2", "raw")
 SECTOR = 512
@@ -104,11 +105,8 @@ def _probe(real: str, size: int, mtime_ns: int) -> ImageInfo:
         formats.append(str(layer["format"]))
     if top.get("backing-filename") and not backing:
         raise ImageProblem(f"{real}: its backing file {top.get('backing-filename')} cannot be opened")
-    digest = hashlib.sha256()
-    with open(real, "rb") as f:
-        digest.update(f.read(IDENTITY_BYTES))
-    return ImageInfo(real, fmt, int(top.get("virtual-size", 0)), size, tuple(backing), digest.hexdigest(),
-                     tuple(formats))
+    return ImageInfo(real, fmt, int(top.get("virtual-size", 0)), size, tuple(backing),
+                     sha256_file(real, IDENTITY_BYTES), tuple(formats))
 
 
 def qemu_can_read(path: str, gid: int | None) -> str | None:
@@ -142,22 +140,10 @@ def check_qemu_reads(info: ImageInfo) -> None:
                                f"or readable by the group {QEMU_GROUP}, e.g. chmod o+r / chgrp {QEMU_GROUP})")
 
 
-def sha256_of(path: str) -> str:
-    """The whole file's sha256 (the tests' check that the user's image was never written)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def identity_of(path: str) -> str:
     """Size plus the sha256 of the first MiB, without qemu-img (the plan's domain key)."""
     try:
         real = Path(path).resolve()
-        digest = hashlib.sha256()
-        with open(real, "rb") as f:
-            digest.update(f.read(IDENTITY_BYTES))
-        return f"{real.stat().st_size}:{digest.hexdigest()}"
+        return f"{real.stat().st_size}:{sha256_file(real, IDENTITY_BYTES)}"
     except OSError:
         return "missing"

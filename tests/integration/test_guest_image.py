@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from labctl.digest import sha256_file
 from labctl.lab.libvirt.guestimage import build_guest_image
-from labctl.lab.libvirt.guestimage.tools import loops_under, sha256_file
+from labctl.lab.libvirt.guestimage.tools import loops_under
 from tests.integration.conftest import LIBVIRT_URI, needs_libvirtd
 
 pytestmark = [pytest.mark.integration, needs_libvirtd]

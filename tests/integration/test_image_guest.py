@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from labctl import api
+from labctl.digest import sha256_file as sha256_of
 from labctl.lab.libvirt.agent import CHANNEL
-from labctl.profile.userimage import sha256_of
 from labctl.results.store import Store
 from tests.integration.conftest import needs_dpdk, needs_libvirtd
 

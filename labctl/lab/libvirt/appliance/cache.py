@@ -19,12 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl.digest import sha256_file
 from labctl.errors import ApplianceError
 from labctl.lab.libvirt.appliance.console import kernel_cmdline
 from labctl.lab.libvirt.appliance.image import INITRD_NAME, KERNEL_NAME, _stage, init_sh_text
 from labctl.lab.libvirt.appliance.kernel import _fetch_kernel_deb, package_versions, resolve_kernel
 from labctl.lab.libvirt.appliance.key import KeyInputs, compute_key
-from labctl.lab.libvirt.appliance.tools import Progress, say, sha256_file
+from labctl.lab.libvirt.appliance.tools import Progress, say
 
 KEEP_ENTRIES = 3  # cache entries kept after a build (each about 17 MB)
 ENTRY_META = "appliance.json"

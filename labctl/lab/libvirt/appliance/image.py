@@ -20,10 +20,11 @@ from importlib import resources
 from pathlib import Path
 
 from labctl import platform
+from labctl.digest import sha256_file
 from labctl.errors import ApplianceError
 from labctl.lab.libvirt.appliance.key import KeyInputs
 from labctl.lab.libvirt.appliance.modules import module_index, module_load_order
-from labctl.lab.libvirt.appliance.tools import Progress, run, say, sha256_file
+from labctl.lab.libvirt.appliance.tools import Progress, run, say
 
 BUSYBOX = "/bin/busybox"
 BINARIES: tuple[str, ...] = ("/sbin/ethtool", "/usr/bin/dpdk-testpmd",

@@ -13,9 +13,10 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from labctl.digest import sha256_file
 from labctl.errors import ApplianceError
 from labctl.lab.libvirt.appliance.key import KeyInputs
-from labctl.lab.libvirt.appliance.tools import Progress, run, say, sha256_file
+from labctl.lab.libvirt.appliance.tools import Progress, run, say
 
 KERNEL_META_PACKAGE = "linux-image-amd64"
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -34,12 +33,3 @@ def run(args: list[str], *, cwd: Path | None = None, check: bool = True,
         raise ApplianceError(f"{' '.join(args)} failed ({proc.returncode}): "
                              f"{detail[-1] if detail else 'no output'}")
     return proc
-
-
-def sha256_file(path: Path) -> str:
-    """The SHA-256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

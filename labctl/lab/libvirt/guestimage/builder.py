@@ -9,10 +9,11 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
+from labctl.digest import sha256_file
 from labctl.lab.libvirt.guestimage import disk, rootfs
 from labctl.lab.libvirt.guestimage.inputs import GuestInputs
 from labctl.lab.libvirt.guestimage.layout import INITRD_NAME, KERNEL_NAME, kernel_cmdline
-from labctl.lab.libvirt.guestimage.tools import Progress, say, sha256_file
+from labctl.lab.libvirt.guestimage.tools import Progress, say
 
 IMAGE_NAME = "guest.qcow2"
 CMDLINE_NAME = "cmdline"

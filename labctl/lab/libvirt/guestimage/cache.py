@@ -19,11 +19,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from labctl.digest import sha256_file
 from labctl.errors import GuestImageError, UserError
 from labctl.lab.libvirt.guestimage.builder import CMDLINE_NAME, IMAGE_NAME, build_entry
 from labctl.lab.libvirt.guestimage.inputs import compute_key, gather_inputs
 from labctl.lab.libvirt.guestimage.layout import INITRD_NAME, KERNEL_NAME
-from labctl.lab.libvirt.guestimage.tools import Progress, release, say, sha256_file
+from labctl.lab.libvirt.guestimage.tools import Progress, release, say
 
 CACHE_ENV = "LABCTL_IMAGE_CACHE_DIR"
 ENTRY_PREFIX = "guest-"

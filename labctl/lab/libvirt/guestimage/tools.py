@@ -4,7 +4,6 @@ progress messages, hashes, and releasing every mount and loop device under a bui
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -74,21 +73,6 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-
-
-def sha256_file(path: Path, limit: int | None = None) -> str:
-    """SHA-256 of a file (of its first ``limit`` bytes when given), read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    left = limit
-    with open(path, "rb") as f:
-        while left is None or left > 0:
-            chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
-            if not chunk:
-                break
-            h.update(chunk)
-            if left is not None:
-                left -= len(chunk)
-    return h.hexdigest()
 
 
 def _unescape_mount(field: str) -> str:

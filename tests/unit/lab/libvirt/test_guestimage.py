@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import GuestImageError, UserError
+from labctl.digest import sha256_file
 from labctl.lab.libvirt.guestimage import builder, cache, disk, inputs, layout, rootfs, tools
 
 
@@ -183,7 +184,7 @@ def _fake_build(calls):
             (entry / name).write_bytes(name.encode())
         (entry / builder.CMDLINE_NAME).write_text("root=UUID=x console=ttyS0\n")
         return {"key": key, "format": "qcow2", "virtual_size": 2 << 30,
-                "sha256": tools.sha256_file(entry / builder.IMAGE_NAME), "kernel_release": "6.1.0-9-amd64",
+                "sha256": sha256_file(entry / builder.IMAGE_NAME), "kernel_release": "6.1.0-9-amd64",
                 "kernel_package": "linux-image-6.1.0-9-amd64", "kernel_package_version": "6.1.1-1",
                 "dpdk_version": "22.11.11-0+deb12u1", "build_seconds": 1.0}
     return build_entry

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
+from labctl.digest import sha256_file as sha256_of
 from labctl.lab.ledger import kind_of, load_state, teardown
 from labctl.lab.libvirt import overlay
-from labctl.profile.userimage import probe, sha256_of
+from labctl.profile.userimage import probe
 
 
 def test_overlay_recorded_first_and_removed(tmp_path, monkeypatch):
