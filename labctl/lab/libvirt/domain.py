@@ -191,11 +191,7 @@ class GuestDomain:
                       vhost_net=self.vhost_net, emulator=emulator_of(plan))
         self.domain_type = ctx.domain_type
         xml = render(plan, ctx)
-        t0 = time.monotonic()
-        state.make_dirs(plan.dirs.run, plan.dirs.log)
-        remove_stale(plan.dirs.serial_log)
-        if host_side is not None:
-            host_side()
+        t0 = self.begin(host_side)
         for nic in plan.nics:
             if nic.tap is not None:
                 state.record("tap", nic.tap)
@@ -216,6 +212,16 @@ class GuestDomain:
         nics, self.ready = self.channel.hello(BOOT_TIMEOUT_S)
         self.negotiated = compare_nics(plan, nics)
         self.qemu_pid = qemu_pid(plan.domain_name) or None
+        return t0
+
+    def begin(self, host_side: Callable[[], None] | None) -> float:
+        """The boot's start, once its XML is ready: the domain's directories, a stale serial log gone, then
+        ``host_side`` (before anything of the domain is recorded). Returns when it began."""
+        t0 = time.monotonic()
+        self.state.make_dirs(self.plan.dirs.run, self.plan.dirs.log)
+        remove_stale(self.plan.dirs.serial_log)
+        if host_side is not None:
+            host_side()
         return t0
 
     def apply_pins(self) -> None:

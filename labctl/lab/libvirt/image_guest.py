@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from typing import Any
 
 from labctl import signals
@@ -36,7 +37,6 @@ from labctl.lab.libvirt.guest import GuestLab
 from labctl.lab.libvirt.negotiation import compare_nics
 from labctl.lab.plan import LabPlan
 from labctl.profile.userimage import ImageInfo, ImageProblem, check_qemu_reads, probe
-from labctl.safefs import remove_stale
 from labctl.workload.forward import GuestCounters, Snapshot
 
 HOST_SIDE_ONLY = ("in-guest counters: none read from the image's forwarder; the guest's counters are the host "
@@ -80,17 +80,10 @@ class ImageDomain(GuestDomain):
         assert plan.image is not None
         self.info = check_image(plan, self.uri)
         self.qemu = resolve(plan.build, "qemu")
-        ctx = render_context(self.uri)
-        from dataclasses import replace
-
-        ctx = replace(ctx, emulator=emulator_of(plan), image_chain=self.info.chain)
+        ctx = replace(render_context(self.uri), emulator=emulator_of(plan), image_chain=self.info.chain)
         self.domain_type = ctx.domain_type
         xml = render(plan, ctx)
-        t0 = time.monotonic()
-        state.make_dirs(plan.dirs.run, plan.dirs.log)
-        remove_stale(plan.dirs.serial_log)
-        if host_side is not None:
-            host_side()
+        t0 = self.begin(host_side)
         self.phase(f"making the copy-on-write overlay of {self.info.path}")
         overlay.create(state, self.info, plan.image.overlay(plan.dirs))
         state.record("domain", plan.domain_name, uri=self.uri)
