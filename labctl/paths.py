@@ -28,6 +28,19 @@ def log_dir() -> Path:
     return _dir("LABCTL_LOG_DIR")
 
 
+def cache_dir(variable: str, name: str) -> Path:
+    """A cache of labctl's builds (``name``: appliance, images): ``variable`` when set, else
+    /var/cache/labctl/NAME for root (QEMU runs as libvirt-qemu and cannot read /root), else the user's
+    XDG cache."""
+    env = os.environ.get(variable)
+    if env:
+        return Path(env).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/cache/labctl") / name
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "labctl" / name
+
+
 def can_create(path: Path) -> bool:
     """``path`` names a file that could be created: not a directory, in an existing, writable directory."""
     parent = path.parent if str(path.parent) else Path(".")

@@ -14,3 +14,4 @@ def test_whole_file_and_prefix_match_hashlib(tmp_path):
     assert sha256_file(path) == hashlib.sha256(data).hexdigest()
     for limit in (0, 10, CHUNK, CHUNK + 7, len(data) + 5):
         assert sha256_file(str(path), limit) == hashlib.sha256(data[:limit]).hexdigest(), limit
+

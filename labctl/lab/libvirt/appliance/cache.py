@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from labctl import paths
 from labctl.digest import sha256_file
 from labctl.errors import ApplianceError
 from labctl.lab.libvirt.appliance.console import kernel_cmdline
@@ -55,16 +56,8 @@ class Appliance:
 
 
 def default_cache_dir() -> Path:
-    """LABCTL_CACHE_DIR, else /var/cache/labctl/appliance for root (QEMU runs as libvirt-qemu and
-    cannot read /root), else the user's XDG cache."""
-    env = os.environ.get("LABCTL_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    if os.geteuid() == 0:
-        return Path("/var/cache/labctl/appliance")
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "labctl" / "appliance"
+    """LABCTL_CACHE_DIR, else labctl's appliance cache (:func:`labctl.paths.cache_dir`)."""
+    return paths.cache_dir("LABCTL_CACHE_DIR", "appliance")
 
 
 def gather_inputs(progress: Progress = None, cache_dir: Path | None = None,

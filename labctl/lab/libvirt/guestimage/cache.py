@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from labctl import paths
 from labctl.digest import sha256_file
 from labctl.errors import GuestImageError, UserError
 from labctl.lab.libvirt.guestimage.builder import CMDLINE_NAME, IMAGE_NAME, build_entry
@@ -61,16 +62,8 @@ class GuestImageInfo:
 
 
 def default_cache_dir() -> Path:
-    """LABCTL_IMAGE_CACHE_DIR, else /var/cache/labctl/images for root (QEMU, as libvirt-qemu, reads it),
-    else the user's XDG cache."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    if os.geteuid() == 0:
-        return Path("/var/cache/labctl/images")
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "labctl" / "images"
+    """LABCTL_IMAGE_CACHE_DIR, else labctl's image cache (:func:`labctl.paths.cache_dir`)."""
+    return paths.cache_dir(CACHE_ENV, "images")
 
 
 def load_entry(path: Path, built: bool = False) -> GuestImageInfo | None:
