@@ -45,7 +45,9 @@ def _said(state: dict[str, Any]) -> str:
 
 
 def _head(course: dict[str, Any]) -> str:
-    stop = "every comparison decided" if course.get("stop") == "decided" else f"budget {course.get('budget')} spent"
+    from labctl.measure.until import stop_text
+
+    stop = stop_text(course)
     run = f" (run {course['run_id']})" if course.get("run_id") is not None else ""
     looks = course.get("looks")
     return (f"until decided{run}: {stop}; {course.get('metric')}, within-block ratios, threshold "

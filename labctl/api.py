@@ -173,11 +173,12 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
           steadiness_s: float | None = None, on_event: OnEvent | None = None, scope: CancelScope | None = None,
           metric: str = "mpps", wait: bool = True, order: str | None = None, seed: int | None = None,
           until: str | None = None, budget: str | None = None, threshold_pct: float | None = None,
-          verdict_metric: str | None = None):
+          verdict_metric: str | None = None, futility_pct: float | None = None):
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes.
     ``until`` ``decided`` with ``budget`` (``40`` trials or ``12m``): blocks, round by round, until every
     comparison is decided or the budget is spent (:mod:`labctl.measure.until`; ``threshold_pct`` the band,
-    ``verdict_metric`` what is judged).
+    ``verdict_metric`` what is judged, ``futility_pct`` the chance of a verdict below which a comparison is
+    given up).
     ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
     configuration and repeat; its measurements are stored too). ``order``/``seed``: the order within a
     repeat (``interleaved``, or ``random`` with a seed recorded in the run; default: the profile's)."""
@@ -188,7 +189,7 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
     with signals.stoppable(scope):
         return run_sweep(loaded, db, repeat, resume, steadiness_s=steadiness_s, on_event=on_event, search=settings,
                          wait=wait, order=order, seed=seed, until=until, budget=budget, threshold_pct=threshold_pct,
-                         verdict_metric=verdict_metric)
+                         verdict_metric=verdict_metric, futility_pct=futility_pct)
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
@@ -673,7 +674,7 @@ def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob
     """The verdicts a ``sweep --until decided`` run reached, one line per comparison (of ``knob`` only, when
     given): verdict, change and interval, the trials it took and the confidence actually achieved (the
     error spent at the deciding look), or what an open one would need. Empty for any other run."""
-    from labctl.measure.until import describe
+    from labctl.measure.until import describe, stop_text
     from labctl.results.access import resolve_run, run_trials
 
     run_id = resolve_run(db, run) if isinstance(run, str) else run
@@ -682,7 +683,7 @@ def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob
     states = [s for s in course.get("comparisons", []) if knob is None or s["knob"] == knob]
     if not states:
         return []
-    stop = "every comparison decided" if course.get("stop") == "decided" else f"budget ({course.get('budget')}) spent"
+    stop = stop_text(course)
     head = (f"until decided (run {_id}): {stop}; {course.get('metric')}, threshold {course.get('threshold_pct'):g}%, "
             f"error {course.get('alpha'):g} spent over {course.get('looks')} looks ({course.get('spending')}-type). "
             "The run was measured in blocks: its within-block verdict below is the one to read (the table above "

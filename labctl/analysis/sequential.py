@@ -18,30 +18,41 @@ At look ``k`` of at most ``K`` the mean of the ``d`` and its Student t interval 
 - *refused* with a reason (zero or missing rates, two bands that do not mix, too few pairs to say);
 - else *open*.
 
-Looking after every round must not inflate false verdicts, so the error is spent across the looks:
-``alpha_k = A(t_k) - A(t_(k-1))`` with ``t_k = n_k / n_max`` (the information fraction: the pairs at look k
-over the most the budget allows) and ``A`` Lan and DeMets' Pocock-type spending function
-``alpha * ln(1 + (e - 1) t)`` (Lan & DeMets 1983, "Discrete sequential boundaries for clinical trials",
-Biometrika 70:659; Kim & DeMets 1987; Jennison & Turnbull 2000, "Group Sequential Methods", ch. 7). Each
-look is tested at its own increment ``alpha_k`` alone: by the Bonferroni inequality the chance of any false
-verdict over all looks is at most ``sum(alpha_k) <= alpha`` (conservative: the looks' correlation would
-allow more). The Pocock type spends early, so a large effect stops at the first looks; O'Brien-Fleming's
-``2 - 2 Phi(z / sqrt(t))`` (``spending="obf"``) keeps nearly all of it for the last.
+Looking after every round must not inflate false verdicts, so the error is spent across the looks
+(Lan & DeMets 1983, "Discrete sequential boundaries for clinical trials", Biometrika 70:659; Jennison &
+Turnbull 2000, "Group Sequential Methods", ch. 7): by information fraction ``t`` (the pairs at a look over
+the most the budget allows) the looks together may have spent ``A(t)`` of it, with ``A`` Lan and DeMets'
+Pocock-type ``alpha * ln(1 + (e - 1) t)`` (default: spends early, so a large effect stops at the first
+looks) or O'Brien-Fleming-type ``2 - 2 Phi(z_(alpha/2) / sqrt(t))`` (``spending="obf"``: keeps nearly all
+of it for the last). Each look's boundary is *exact* (:func:`boundaries`): the chance that noise alone first
+crosses it at that look, given that it crossed none before, is the look's increment ``A(t_k) - A(t_(k-1))``,
+computed by recursive numerical integration over the looks' joint normal law (Armitage, McPherson & Rowe
+1969, J. R. Stat. Soc. A 132:235; Jennison & Turnbull 2000, ch. 19). So over all looks noise alone makes a
+false verdict with chance at most ``alpha``, and each look tests at a nominal level larger than its bare
+increment (the looks are correlated: a Bonferroni split would waste that). A direction (better or worse
+beyond ``±threshold``) is two one-sided tests of ``alpha / 2`` each; equivalence is two one-sided tests
+of ``alpha`` each (Schuirmann's TOST, run group-sequentially: Jennison & Turnbull 2000, ch. 6). With the
+variance estimated, the nominal levels are read on Student's t (Jennison & Turnbull 2000, ch. 11).
 
-The confidence a verdict states is the one achieved: ``1 - alpha_k`` of the look that decided it (not the
-nominal 95 %). For a comparison still open when the budget ends, :func:`needed_pairs` says how many
-pairs the observed noise would need to decide it at the final look's level.
+The confidence a verdict states is the one achieved: one minus the nominal level of the look that decided
+it (not the nominal 95 %). For a comparison still open, :func:`verdict_chance` is the predictive
+probability (Spiegelhalter, Freedman & Blackburn 1986, Control. Clin. Trials 7:8) that the budget's last
+look reaches any verdict, the noise and change seen so far carried forward: the sweep stops measuring a
+comparison whose chance is below its futility level (*out of reach*; a stop without a verdict cannot make a
+false one, so the error stays within alpha). When the budget ends, :func:`needed_pairs` says how many pairs
+the observed noise would need to decide it at the final look's level.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from labctl.analysis.statistics import CONFIDENCE
 
@@ -70,10 +81,69 @@ def spent(fraction: float, alpha: float = ALPHA, spending: str = "pocock") -> fl
     raise ValueError(f"spending {spending}: not a spending function (allowed: {', '.join(SPENDINGS)})")
 
 
-def look_alpha(n: int, n_before: int, n_max: int, alpha: float = ALPHA, spending: str = "pocock") -> float:
-    """The level of the look at ``n`` pairs whose previous look was at ``n_before`` (0: the first)."""
-    n_max = max(n_max, 1)
-    return max(spent(n / n_max, alpha, spending) - spent(n_before / n_max, alpha, spending), 0.0)
+#: points of the grid each look's density is carried on (the boundaries agree with published tables,
+#: ldbounds/gsDesign, to 1e-4)
+GRID = 601
+#: where the grid stops below the mean, in standard deviations (the mass below is under 1e-15)
+TAIL = 8.0
+
+
+@functools.lru_cache(maxsize=4096)
+def boundaries(fractions: tuple[float, ...], alpha: float, spending: str = "pocock") -> tuple[float, ...]:
+    """One-sided upper boundaries ``z_1 .. z_K`` of a group-sequential test of level ``alpha`` spent by
+    ``spending`` at information fractions ``fractions`` (increasing, in (0, 1]): under no effect the
+    standardized statistic ``Z_k`` first reaches ``z_k`` at look ``k`` with chance ``A(t_k) - A(t_(k-1))``.
+    The density of the score ``S_k = Z_k sqrt(t_k)`` below the boundary is carried from look to look on a
+    grid (independent increments of variance ``t_k - t_(k-1)``), and each ``z_k`` solved for by Brent's
+    method. A look that adds no information, or whose increment is zero, gets ``inf`` (no crossing)."""
+    out: list[float] = []
+    grid: np.ndarray | None = None
+    mass = np.empty(0)
+    t_prev = spent_prev = 0.0
+    for t in fractions:
+        t = min(max(float(t), 0.0), 1.0)
+        share = spent(t, alpha, spending) - spent_prev
+        if t <= t_prev or share <= 0.0:
+            out.append(math.inf)
+            continue
+        step = math.sqrt(t - t_prev)
+        low = -TAIL * math.sqrt(t)
+        if grid is None:
+            bound = float(stats.norm.isf(share)) * math.sqrt(t)
+            new = np.linspace(low, bound, GRID)
+            density = stats.norm.pdf(new / math.sqrt(t)) / math.sqrt(t)
+        else:
+            carried = mass
+
+            def beyond(b: float) -> float:
+                return float(np.sum(carried * stats.norm.sf((b - grid) / step))) - share
+
+            top = float(grid[-1]) + TAIL * step
+            bound = optimize.brentq(beyond, float(grid[0]), top, xtol=1e-10) if beyond(float(grid[0])) > 0 else float(grid[0])
+            new = np.linspace(low, bound, GRID)
+            density = (carried[None, :] * stats.norm.pdf((new[:, None] - grid[None, :]) / step) / step).sum(axis=1)
+        width = new[1] - new[0]
+        weights = np.full(GRID, width)
+        weights[0] = weights[-1] = width / 2.0  # the trapezoid rule
+        grid, mass = new, weights * density
+        out.append(bound / math.sqrt(t))
+        t_prev, spent_prev = t, spent_prev + share
+    return tuple(out)
+
+
+def look_levels(fractions: Sequence[float], alpha: float = ALPHA, spending: str = "pocock") -> tuple[float, float]:
+    """The nominal levels of the last of ``fractions``' looks: ``(two-sided level of a direction, one-sided
+    level of each of the equivalence test's two tests)``; (0, 0) when the look may not decide."""
+    key = tuple(round(min(max(float(f), 0.0), 1.0), 9) for f in fractions)
+    direction = boundaries(key, alpha / 2.0, spending)[-1]
+    equivalence = boundaries(key, alpha, spending)[-1]
+    return 2.0 * float(stats.norm.sf(direction)), float(stats.norm.sf(equivalence))
+
+
+def final_levels(fractions: Sequence[float], alpha: float = ALPHA, spending: str = "pocock") -> tuple[float, float]:
+    """The levels the budget's last look (information fraction 1) would test at after ``fractions``."""
+    done = [f for f in fractions if f < 1.0]
+    return look_levels([*done, 1.0], alpha, spending)
 
 
 def paired_difference(candidate: float | None, baseline: float | None, scale: str) -> float | None:
@@ -103,7 +173,7 @@ def change_pct(value: float, scale: str) -> float:
 class Decision:
     verdict: Verdict
     pairs: int
-    alpha: float  # the level this look tested at (its share of the error)
+    alpha: float  # the nominal level of the test that decided (a direction: two-sided; equivalence: TOST's size)
     change_pct: float | None = None  # the mean difference, as % change (or loss points)
     low_pct: float | None = None  # the interval at this look's level
     high_pct: float | None = None
@@ -123,8 +193,9 @@ class Decision:
 
 
 def decide(diffs: Sequence[float], alpha_k: float, threshold_pct: float, lower_is_better: bool,
-           scale: str = "log", refusal: str = "") -> Decision:
-    """The verdict of one comparison at one look tested at level ``alpha_k`` (see the module's text).
+           scale: str = "log", refusal: str = "", alpha_eq: float | None = None) -> Decision:
+    """The verdict of one comparison at one look: a direction tested at two-sided level ``alpha_k``,
+    equivalence by two one-sided tests at ``alpha_eq`` each (default ``alpha_k``; see the module's text).
     ``diffs``: the paired differences, candidate against baseline; ``refusal``: a reason found
     elsewhere (two bands, zero rates) that refuses it outright."""
     d = np.asarray([x for x in diffs if x is not None and math.isfinite(x)], dtype=float)
@@ -137,7 +208,8 @@ def decide(diffs: Sequence[float], alpha_k: float, threshold_pct: float, lower_i
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
     t2 = float(stats.t.ppf(1.0 - alpha_k / 2.0, n - 1))  # two-sided at alpha_k: a direction
-    t1 = float(stats.t.ppf(1.0 - alpha_k, n - 1))  # 1 - 2 alpha_k: TOST's interval
+    eq = alpha_k if alpha_eq is None else alpha_eq
+    t1 = float(stats.t.ppf(1.0 - eq, n - 1)) if eq > 0.0 else math.inf  # 1 - 2 eq: TOST's interval
     tau = band(threshold_pct, scale)
     low, high = mean - t2 * se, mean + t2 * se
     shown = dict(change_pct=change_pct(mean, scale), low_pct=change_pct(low, scale), high_pct=change_pct(high, scale),
@@ -148,8 +220,33 @@ def decide(diffs: Sequence[float], alpha_k: float, threshold_pct: float, lower_i
         return Decision(verdict, n, alpha_k, **shown)
     if mean - t1 * se > -tau and mean + t1 * se < tau:
         shown.update(low_pct=change_pct(mean - t1 * se, scale), high_pct=change_pct(mean + t1 * se, scale))
-        return Decision("equivalent", n, alpha_k, **shown)
+        return Decision("equivalent", n, eq, **shown)
     return Decision("open", n, alpha_k, **shown)
+
+
+def verdict_chance(diffs: Sequence[float], final_pairs: int, final_levels_: tuple[float, float],
+                   threshold_pct: float, scale: str = "log") -> float | None:
+    """The predictive probability that the look at ``final_pairs`` pairs, testing at ``final_levels_``
+    (:func:`final_levels`), reaches any verdict (better, worse or equivalent), given the pairs seen: the
+    final mean is normal about the mean seen with variance ``sd^2 (N - n) / (N n)`` (the noise seen carried
+    forward, the change unknown within what was seen). None: too few pairs to say."""
+    d = np.asarray([x for x in diffs if x is not None and math.isfinite(x)], dtype=float)
+    n, big_n = len(d), int(final_pairs)
+    if n < MIN_PAIRS or big_n <= n:
+        return None
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    tau = band(threshold_pct, scale)
+    a_dir, a_eq = final_levels_
+    if sd == 0.0:
+        return 1.0
+    spread = sd * math.sqrt((big_n - n) / (big_n * n))
+    half_dir = float(stats.t.ppf(1.0 - a_dir / 2.0, big_n - 1)) * sd / math.sqrt(big_n) if a_dir > 0 else math.inf
+    half_eq = float(stats.t.ppf(1.0 - a_eq, big_n - 1)) * sd / math.sqrt(big_n) if a_eq > 0 else math.inf
+    final = stats.norm(mean, spread)
+    chance = float(final.sf(tau + half_dir) + final.cdf(-tau - half_dir))
+    if half_eq < tau:
+        chance += float(final.cdf(tau - half_eq) - final.cdf(-tau + half_eq))
+    return min(max(chance, 0.0), 1.0)
 
 
 def needed_pairs(diffs: Sequence[float], alpha_k: float, threshold_pct: float, scale: str = "log",

@@ -66,21 +66,27 @@ def sweep(file: Path, db: Path = DB,
           verdict_metric: Optional[str] = typer.Option(None, "--verdict-metric", help="with --until decided: what is "
                                                        "judged (default: the run's own: mpps, ndr, pdr, a tcp rate; "
                                                        "loss_ratio at a paced rate)"),
+          futility: Optional[float] = typer.Option(None, "--futility", metavar="PCT", help="with --until decided: "
+                                                   "give a comparison up when its chance of a verdict by the budget's "
+                                                   "end falls below PCT% (default 10; 0: never)"),
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
           no_wait: bool = NO_WAIT) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
     from labctl.host.steadiness import check_arguments
     from labctl.measure.sweep import check_repeat
-    from labctl.measure.until import check_until, describe
+    from labctl.measure.until import check_futility, check_until, describe, stop_text
 
     check_repeat(repeat)
     check_until(until, budget)
+    if until is not None:
+        check_futility(futility)
     if steadiness is not None:
         check_arguments(steadiness)  # before the profile is read: a bad value fails first
     loaded = api.load(file, _knobs(set_, rate))
     for warning in loaded.warnings:
         say(warning.render(str(file)))
-    decide = dict(until=until, budget=budget, threshold_pct=threshold, verdict_metric=verdict_metric)
+    decide = dict(until=until, budget=budget, threshold_pct=threshold, verdict_metric=verdict_metric,
+                  futility_pct=futility)
     if as_json:
         result = api.sweep(loaded, db, repeat, resume, steadiness, on_event=notes_printer, metric=metric,
                            wait=not no_wait, order=order, seed=seed, **decide)
@@ -98,7 +104,7 @@ def sweep(file: Path, db: Path = DB,
     else:
         if result.until is not None:
             course = result.until
-            stop = "every comparison decided" if course["stop"] == "decided" else f"budget ({course['budget']}) spent"
+            stop = stop_text(course)
             typer.echo(f"until decided: {stop} after {course['looks']} of at most {course['looks_planned']} looks, "
                        f"{course['blocks']} blocks ({course['metric']}, threshold {course['threshold_pct']:g}%)")
             for state in course["comparisons"]:

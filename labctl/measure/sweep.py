@@ -19,7 +19,7 @@ from labctl.lab.plan import is_domain_knob
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.ndr import SearchSettings, ndr_trial
 from labctl.measure.session import base_data, find_resumable, open_session
-from labctl.measure.until import Until, check_until, run_until
+from labctl.measure.until import Until, check_futility, check_until, run_until
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
 from labctl.results.metrics import DEFAULT_THRESHOLD_PCT, default_metric, lower_is_better, resolve
@@ -102,7 +102,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
               on_event: OnEvent | None = None, search: SearchSettings | None = None, wait: bool = True,
               order: str | None = None, seed: int | None = None, until: str | None = None,
               budget: str | None = None, threshold_pct: float | None = None,
-              verdict_metric: str | None = None) -> SweepResult:
+              verdict_metric: str | None = None, futility_pct: float | None = None) -> SweepResult:
     """Run (or resume) the sweep of ``loaded``; every finished trial is committed before the next starts.
 
     ``steadiness_s``: first probe how steady the host's speed is for that many seconds
@@ -117,9 +117,14 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
     ``until`` ``decided`` with ``budget`` (trials or a duration): blocks of configurations, round by round,
     until every comparison is decided or the budget is spent (:mod:`labctl.measure.until`); the course
     and the verdicts go in the run's info (``until``) and :attr:`SweepResult.until`. ``threshold_pct``: the
-    band of equivalence; ``verdict_metric``: what is judged (default: the run's own metric)."""
+    band of equivalence; ``verdict_metric``: what is judged (default: the run's own metric); ``futility_pct``:
+    a comparison whose chance of a verdict by the budget's end falls below it is given up (default
+    :data:`labctl.measure.until.FUTILITY`; 0: never, the whole budget is spent)."""
     check_repeat(repeat)
     limit = check_until(until, budget)
+    if limit is None and futility_pct is not None:
+        raise KnobError(f"--futility {futility_pct:g}: only with --until decided (allowed: --until decided --budget ... "
+                        "--futility PCT)")
     if limit is not None:
         if resume:
             raise KnobError("--resume: not with --until decided (allowed: --resume alone finishes an aborted run's "
@@ -127,6 +132,7 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
         threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
         if not 0 < threshold_pct < 100:
             raise KnobError(f"--threshold {threshold_pct:g}: out of range (allowed: above 0 and below 100 per cent)")
+        futility = check_futility(futility_pct)
         if verdict_metric is not None:
             verdict_metric = resolve(verdict_metric, option="--verdict-metric")
         if not profile_sweeps(loaded):
@@ -166,7 +172,8 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
             # a block in the fewest-boots order on every lab (domain knobs slowest, the embedded lab restarts
             # on them too), and the next block reversed starts where this one ended: one restart per block
             configs = [e["config"] for e in build_plan(profile.sweep, 1, True)]
-            course = Until(profile.sweep, configs, limit, threshold_pct, verdict_metric, order=order, seed=seed)
+            course = Until(profile.sweep, configs, limit, threshold_pct, verdict_metric, order=order, seed=seed,
+                           futility=futility)
             if verdict_metric is not None:
                 course.lower_is_better = lower_is_better(verdict_metric)
         plan = [] if resume or limit is not None else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt",

@@ -35,6 +35,9 @@ from labctl.results.metrics import lookup
 from labctl.results.record import TrialRecord
 
 UNTIL = ("decided",)
+#: a comparison whose predictive chance of a verdict by the budget's last look falls below this is given up
+#: (non-binding futility: it cannot add a false verdict; Jennison & Turnbull 2000, ch. 10)
+FUTILITY = 0.10
 #: blocks of the first round: the fewest pairs a look judges (:data:`sequential.MIN_PAIRS`)
 FIRST_BLOCKS = seq.MIN_PAIRS
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
@@ -82,6 +85,16 @@ def check_until(until: str | None, budget: str | None) -> Budget | None:
         raise KnobError("--budget: required with --until decided (allowed: a trial count such as 40, or a "
                         "duration such as 12m)")
     return parse_budget(budget)
+
+
+def check_futility(pct: float | None) -> float:
+    """``--futility PCT``: the chance (in %) of a verdict by the budget's end below which a comparison is
+    given up; None: :data:`FUTILITY`. Returns it as a probability."""
+    if pct is None:
+        return FUTILITY
+    if not (math.isfinite(pct) and 0.0 <= pct < 100.0):
+        raise KnobError(f"--futility {pct:g}: out of range (allowed: 0 <= PCT < 100, per cent; 0 never gives up)")
+    return pct / 100.0
 
 
 @dataclass(frozen=True)
@@ -180,10 +193,17 @@ class State:
     needed_pairs: int | None = None
     needed_trials: int | None = None
     needed_s: float | None = None
+    chance: float | None = None  # of a verdict by the budget's last look (predictive), while open
+    out_of_reach: bool = False  # given up: its chance fell below the futility level
 
     @property
     def open(self) -> bool:
         return self.decision is None or not self.decision.decided
+
+    @property
+    def measuring(self) -> bool:
+        """Open and still worth blocks."""
+        return self.open and not self.out_of_reach
 
     def to_dict(self) -> dict[str, Any]:
         d = self.decision
@@ -192,7 +212,8 @@ class State:
         if d is not None:
             out.update({k: v for k, v in d.to_dict().items() if k != "verdict"})
         if self.open:
-            out.update(needed_pairs=self.needed_pairs, needed_trials=self.needed_trials, needed_s=self.needed_s)
+            out.update(needed_pairs=self.needed_pairs, needed_trials=self.needed_trials, needed_s=self.needed_s,
+                       chance=None if self.chance is None else round(self.chance, 4), out_of_reach=self.out_of_reach)
         return out
 
 
@@ -206,11 +227,13 @@ class Look:
     trials: int
     open: list[str]
     decided: dict[str, str]
+    out_of_reach: list[str] = field(default_factory=list)
 
     def message(self) -> str:
         shown = ", ".join(self.open) if self.open else "none"
+        given_up = f"; {len(self.out_of_reach)} out of reach of the budget" if self.out_of_reach else ""
         return (f"look {self.look}/{self.looks} after {self.blocks} blocks ({self.trials} trials): "
-                f"{len(self.open)} open ({shown}); {len(self.decided)} decided")
+                f"{len(self.open)} open ({shown}); {len(self.decided)} decided{given_up}")
 
 
 @dataclass
@@ -229,6 +252,8 @@ class Until:
     alpha: float = seq.ALPHA
     most_looks: int = seq.MAX_LOOKS  # the looks the budget is spread over (each spends a share of alpha)
     first_blocks: int = FIRST_BLOCKS  # blocks of the first round (the first look)
+    futility: float = FUTILITY  # give a comparison up when its chance of a verdict falls below this (0: never)
+    fractions: list[float] = field(default_factory=list)  # information fraction of each look so far
     states: list[State] = field(default_factory=list)
     blocks: int = 0
     max_blocks: int | None = None
@@ -269,16 +294,21 @@ class Until:
     def open(self) -> list[State]:
         return [s for s in self.states if s.open]
 
+    @property
+    def measuring(self) -> list[State]:
+        """The open comparisons still worth blocks (not out of reach of the budget)."""
+        return [s for s in self.states if s.measuring]
+
     def next_round(self, seq_start: int) -> list[dict[str, Any]]:
         """The next round's plan entries: the first round, or ``step`` blocks of what the open comparisons
         need (none: the sweep is over)."""
         if self.blocks == 0:
             count, configs = self.first_blocks, self.configs
         else:
-            if not self.open or self.max_blocks is None or self.blocks >= self.max_blocks:
+            if not self.measuring or self.max_blocks is None or self.blocks >= self.max_blocks:
                 return []
             count = min(self.step, self.max_blocks - self.blocks)
-            configs = needed_configs(self.configs, [s.pairing for s in self.open])
+            configs = needed_configs(self.configs, [s.pairing for s in self.measuring])
         entries: list[dict[str, Any]] = []
         for b in range(self.blocks, self.blocks + count):
             entries += block_entries(configs, b, seq_start + len(entries), self.order, self.rng)
@@ -288,27 +318,43 @@ class Until:
         """Judge every open comparison on ``records`` (all the run's trials so far)."""
         self.look += 1
         assert self.metric is not None
-        alpha_k = seq.look_alpha(self.blocks, self.looked_at, self.max_blocks or self.blocks, self.alpha, self.spending)
+        self.fractions.append(min(self.blocks / (self.max_blocks or self.blocks), 1.0))
+        alpha_k, alpha_eq = seq.look_levels(self.fractions, self.alpha, self.spending)
         self.looked_at = self.blocks
         scale = scale_of(self.metric)
         for state in self.states:
-            if not state.open:  # its trials stay those it was decided on
+            if not state.measuring:  # its trials stay those it was decided (or given up) on
                 continue
             state.trials = sum(1 for r in records if block_of(r) is not None and
                                repr(knob_value(r, state.pairing.knob)) in (repr(state.pairing.baseline),
                                                                           repr(state.pairing.candidate)))
             diffs, refusal = paired(records, state.pairing, self.metric, self.others(state.pairing))
             state.looks += 1
-            state.decision = seq.decide(diffs, alpha_k, self.threshold_pct, self.lower_is_better, scale, refusal)
+            state.decision = seq.decide(diffs, alpha_k, self.threshold_pct, self.lower_is_better, scale, refusal,
+                                        alpha_eq)
             if state.open:
-                self._needed(state, diffs, alpha_k, scale)
+                self._needed(state, diffs, scale)
+                self._reach(state, diffs, scale)
         return Look(self.look, self.looks_planned, self.blocks, sum(1 for r in records if block_of(r) is not None),
-                    [s.pairing.name for s in self.open],
-                    {s.pairing.name: s.decision.verdict for s in self.states if not s.open and s.decision})
+                    [s.pairing.name for s in self.measuring],
+                    {s.pairing.name: s.decision.verdict for s in self.states if not s.open and s.decision},
+                    [s.pairing.name for s in self.states if s.open and s.out_of_reach])
 
-    def _needed(self, state: State, diffs: list[float], alpha_k: float, scale: str) -> None:
-        level = alpha_k if alpha_k > 0 else seq.look_alpha(self.max_blocks or 1, (self.max_blocks or 1) - 1,
-                                                           self.max_blocks or 1, self.alpha, self.spending)
+    def _reach(self, state: State, diffs: list[float], scale: str) -> None:
+        """After the first look, give up a comparison the budget's last look would decide with a chance
+        below :attr:`futility` (:func:`sequential.verdict_chance`)."""
+        if self.max_blocks is None or self.blocks >= self.max_blocks:
+            state.chance = 0.0
+            return
+        per_block = max(len(diffs) // max(self.blocks, 1), 1)
+        state.chance = seq.verdict_chance(diffs, per_block * self.max_blocks,
+                                          seq.final_levels(self.fractions, self.alpha, self.spending),
+                                          self.threshold_pct, scale)
+        if self.look > 1 and state.chance is not None and state.chance < self.futility:
+            state.out_of_reach = True
+
+    def _needed(self, state: State, diffs: list[float], scale: str) -> None:
+        level = seq.final_levels(self.fractions, self.alpha, self.spending)[0]
         pairs = seq.needed_pairs(diffs, level, self.threshold_pct, scale)
         state.needed_pairs = pairs
         per_block = max(len(diffs) // max(self.blocks, 1), 1)  # pairs one block adds (the other knobs' values)
@@ -321,10 +367,22 @@ class Until:
 
     def summary(self) -> dict[str, Any]:
         return {"budget": str(self.budget), "threshold_pct": self.threshold_pct, "metric": self.metric,
-                "alpha": self.alpha, "spending": self.spending, "looks": self.look, "looks_planned": self.looks_planned,
+                "alpha": self.alpha, "spending": self.spending, "boundaries": "exact", "futility": self.futility,
+                "looks": self.look, "looks_planned": self.looks_planned,
                 "blocks": self.blocks, "max_blocks": self.max_blocks, "stop": self.stop,
                 "trial_s": round(self.trial_s, 2) if self.trial_s else None,
                 "comparisons": [s.to_dict() for s in self.states]}
+
+
+def stop_text(course: dict[str, Any]) -> str:
+    """Why a course stopped, in words (the CLI, the TUI, ``advise`` and ``compare`` say it alike)."""
+    stop = course.get("stop")
+    if stop == "decided":
+        return "every comparison decided"
+    if stop == "out of reach":
+        return (f"every open comparison out of reach of the budget ({course.get('budget')}): each had under "
+                f"{course.get('futility', FUTILITY) * 100:g}% chance of a verdict by its end")
+    return f"budget ({course.get('budget')}) spent"
 
 
 def describe_open(state: dict[str, Any]) -> str:
@@ -332,6 +390,10 @@ def describe_open(state: dict[str, Any]) -> str:
     name = f"{state['knob']}: {state['candidate']} vs {state['baseline']}"
     seen = "" if state.get("change_pct") is None else \
         f" (seen {state['change_pct']:+.1f}% [{state['low_pct']:+.1f}, {state['high_pct']:+.1f}])"
+    if state.get("out_of_reach"):
+        chance = state.get("chance")
+        name += (f" (given up after {state['trials']} trials: "
+                 f"{'its chance' if chance is None else f'a {chance * 100:.1f}% chance'} of a verdict by the budget's end)")
     if state.get("needed_trials") is None:
         return f"{name}: open{seen}; the change sits on the threshold: no practical number of repeats will tell"
     more = state["needed_trials"]
@@ -403,13 +465,14 @@ def run_until(until: Until, measure: Measure, extend: Callable[[list[dict[str, A
         if not until.open:
             until.stop = "decided"
             break
+        if not until.measuring:
+            until.stop = "out of reach"
+            break
     if not until.stop:
         until.stop = "decided" if not until.open else "budget"
     if until.open:  # what each open comparison would take, from the noise seen
         scale = scale_of(until.metric or "mpps")
-        last = seq.look_alpha(until.max_blocks or until.blocks, (until.max_blocks or until.blocks) - until.step,
-                              until.max_blocks or until.blocks, until.alpha, until.spending)
         for state in until.open:
             diffs, _ = paired(records, state.pairing, until.metric or "mpps", until.others(state.pairing))
-            until._needed(state, diffs, last, scale)
+            until._needed(state, diffs, scale)
     return until.summary()

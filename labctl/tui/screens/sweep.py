@@ -186,7 +186,9 @@ class SweepScreen(LabScreen):
             self.progress.messages.append(f"run {result.run_id}: {result.ok} ok, {result.failed} failed")
             course = getattr(result, "until", None)
             if course:
-                stop = "every comparison decided" if course["stop"] == "decided" else f"budget {course['budget']} spent"
+                from labctl.measure.until import stop_text
+
+                stop = stop_text(course)
                 self.progress.messages.append(f"until decided: {stop}; labctl advise --run {result.run_id} gives "
                                               "the verdicts")
         self.after_stop()

@@ -55,7 +55,7 @@ def test_worse_keeps_the_baseline_and_open_is_a_refusal_with_what_it_needs():
     advice = apply_until(Advice(), _course(open_, stop="budget"), {})
     assert not advice.recommendations
     reason = advice.inconclusive[0].reason
-    assert "budget 40 trials spent" in reason and "needs 40 pairs: 56 more trials, about 1.4 min" in reason
+    assert "budget (40 trials) spent" in reason and "needs 40 pairs: 56 more trials, about 1.4 min" in reason
     refused = _state(BURST, 32, 64, "refused", None, None, None, reason="two bands that do not mix")
     assert "refused (two bands that do not mix)" in apply_until(Advice(), _course(refused), {}).inconclusive[0].reason
 

@@ -1,4 +1,4 @@
-"""Sequential verdicts: alpha spending across looks, the four verdicts per metric direction, what an open
+"""Sequential verdicts: exact alpha-spending boundaries across looks, the four verdicts per metric direction, what an open
 comparison would need."""
 
 from __future__ import annotations
@@ -11,14 +11,62 @@ import pytest
 from labctl.analysis import sequential as seq
 
 
-def test_spending_adds_up_to_alpha_and_never_more():
+def test_spending_functions_spend_alpha_by_the_end():
     for spending in seq.SPENDINGS:
-        levels = [seq.look_alpha(n, n - 2 if n > 3 else 0, 15, 0.05, spending) for n in (3, 5, 7, 9, 11, 13, 15)]
-        assert all(a > 0 for a in levels)
-        assert sum(levels) == pytest.approx(0.05)  # Bonferroni over the looks: at most alpha in all
+        assert seq.spent(1.0, 0.05, spending) == pytest.approx(0.05)
+        assert seq.spent(0.0, 0.05, spending) == 0.0
     # Pocock-type spends more early than O'Brien-Fleming-type
     assert seq.spent(0.2, 0.05, "pocock") > seq.spent(0.2, 0.05, "obf")
-    assert seq.spent(1.0, 0.05, "obf") == pytest.approx(0.05)
+
+
+#: published boundaries, 5 equally spaced looks, one-sided 0.025 (two-sided 0.05): Lan-DeMets O'Brien-
+#: Fleming-type and Pocock-type spending (R ldbounds / gsDesign, as tabled in Jennison & Turnbull 2000,
+#: table 7.6 and Reboussin et al. 2000)
+PUBLISHED = {"obf": (4.8769, 3.3569, 2.6803, 2.2898, 2.0310), "pocock": (2.4380, 2.4268, 2.4101, 2.3966, 2.3859)}
+
+
+@pytest.mark.parametrize("spending", seq.SPENDINGS)
+def test_boundaries_match_the_published_tables(spending):
+    got = seq.boundaries(tuple(k / 5 for k in range(1, 6)), 0.025, spending)
+    assert got == pytest.approx(PUBLISHED[spending], abs=2e-4)
+
+
+@pytest.mark.parametrize("spending", seq.SPENDINGS)
+def test_noise_alone_crosses_an_exact_boundary_with_chance_alpha(spending):
+    # the sweep's own schedule (first look after 3 of 20 blocks, then every 3): simulated Brownian motion
+    fractions = (0.15, 0.3, 0.45, 0.6, 0.75, 0.9, 1.0)
+    z = np.array(seq.boundaries(fractions, 0.025, spending))
+    rng = np.random.default_rng(7)
+    steps = rng.normal(size=(200_000, len(fractions))) * np.sqrt(np.diff((0.0, *fractions)))
+    crossed = (np.cumsum(steps, axis=1) / np.sqrt(fractions) >= z).any(axis=1).mean()
+    assert crossed == pytest.approx(0.025, abs=0.0015)  # 4 standard errors of the simulation
+    # and every look tests at a larger nominal level than its bare increment (what Bonferroni gave)
+    increments = np.diff([0.0, *(seq.spent(t, 0.025, spending) for t in fractions)])
+    from scipy import stats
+    assert all(stats.norm.sf(c) >= inc * (1 - 1e-6) for c, inc in zip(z, increments))  # the first look: equal
+    assert stats.norm.sf(z[-1]) > 1.2 * increments[-1]
+
+
+def test_look_levels_and_the_final_look():
+    direction, equivalence = seq.look_levels([0.15], 0.05, "pocock")
+    # one look: its whole share; a direction two-sided (alpha/2 a side), equivalence alpha a side
+    assert direction == pytest.approx(2 * seq.spent(0.15, 0.025, "pocock"), rel=1e-3)
+    assert equivalence == pytest.approx(seq.spent(0.15, 0.05, "pocock"), rel=1e-3)
+    later = seq.look_levels([0.15, 0.3, 0.45], 0.05, "pocock")[0]
+    assert later > seq.spent(0.45, 0.05) - seq.spent(0.3, 0.05)
+    assert seq.final_levels([0.15, 0.3], 0.05) == pytest.approx(seq.look_levels([0.15, 0.3, 1.0], 0.05))
+    assert seq.boundaries((0.5, 0.5), 0.025)[1] == math.inf  # a look with no new information cannot decide
+
+
+def test_verdict_chance_is_high_for_a_clear_effect_and_low_for_a_hopeless_one():
+    rng = np.random.default_rng(3)
+    levels = seq.final_levels([0.15, 0.3], 0.05)
+    clear = list(np.log(1.20) + rng.normal(0, 0.03, 6))
+    hopeless = list(np.log(1.06) + rng.normal(0, 0.35, 6))  # 6% at 35% noise against a 5% band
+    assert seq.verdict_chance(clear, 20, levels, 5.0) > 0.9
+    assert seq.verdict_chance(hopeless, 20, levels, 5.0) < 0.1
+    assert seq.verdict_chance(clear[:2], 20, levels, 5.0) is None  # too few pairs to say
+    assert seq.verdict_chance(clear, 6, levels, 5.0) is None  # no pairs left to come
 
 
 def test_unknown_spending_is_refused():

@@ -88,11 +88,39 @@ def test_sweep_stops_at_the_budget_saying_what_it_would_take(tmp_path):
     calls: list = []
     # a 6% effect at 30% noise against a 5% threshold: no budget of 24 trials decides it
     result = run_sweep(loaded, tmp_path / "s.db", runner=runner({256: 5.0, 1024: 5.3}, 0.3, calls, random.Random(5)),
-                       until="decided", budget="24")
-    assert len(calls) <= 24 and result.until["stop"] == "budget"
+                       until="decided", budget="24", futility_pct=0)
+    assert len(calls) == 24 and result.until["stop"] == "budget" and result.until["futility"] == 0.0
     open_ = [c for c in result.until["comparisons"] if c["verdict"] == "open"]
-    assert open_ and all("needed_trials" in c for c in open_)
+    assert open_ and all("needed_trials" in c and not c["out_of_reach"] for c in open_)
     assert all("more trials" in u.describe_open(c) or "no practical" in u.describe_open(c) for c in open_)
+
+
+def test_a_comparison_out_of_reach_of_the_budget_is_given_up_early(tmp_path):
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    calls: list = []
+    # the same hopeless comparison with the default futility: its chance of a verdict by the 200th trial
+    # falls below 10% and it is given up, saying so, long before the budget
+    result = run_sweep(loaded, tmp_path / "s.db", runner=runner({256: 5.0, 1024: 5.3}, 0.3, calls, random.Random(5)),
+                       until="decided", budget="200")
+    course = result.until
+    assert course["stop"] == "out of reach" and len(calls) < 200 and course["futility"] == u.FUTILITY
+    given_up = [c for c in course["comparisons"] if c["verdict"] == "open"]
+    assert given_up and all(c["out_of_reach"] and c["chance"] < u.FUTILITY for c in given_up)
+    assert all("given up after" in u.describe(c) and "chance of a verdict" in u.describe(c) for c in given_up)
+    assert "out of reach of the budget (200 trials)" in u.stop_text(course)
+    with Store(tmp_path / "s.db") as store:  # every trial measured is stored, none planned and left
+        assert len(store.trials(result.run_id)) == len(calls)
+
+
+@pytest.mark.parametrize("pct", [-1.0, 100.0, float("nan")])
+def test_bad_futility_is_one_line(tmp_path, pct):
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    with pytest.raises(KnobError, match=r"--futility .*allowed: 0 <= PCT < 100"):
+        run_sweep(loaded, tmp_path / "s.db", runner=runner({}, 0, [], random.Random()), until="decided", budget="40",
+                  futility_pct=pct)
+    with pytest.raises(KnobError, match="--futility 5: only with --until decided"):
+        run_sweep(loaded, tmp_path / "s.db", runner=runner({}, 0, [], random.Random()), futility_pct=5)
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_budget_below_the_first_round_is_refused_before_anything_runs(tmp_path):
