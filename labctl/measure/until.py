@@ -344,7 +344,7 @@ class Until:
         """After the first look, give up a comparison the budget's last look would decide with a chance
         below :attr:`futility` (:func:`sequential.verdict_chance`)."""
         if self.max_blocks is None or self.blocks >= self.max_blocks:
-            state.chance = 0.0
+            state.chance = None  # the budget's last look was this one
             return
         per_block = max(len(diffs) // max(self.blocks, 1), 1)
         state.chance = seq.verdict_chance(diffs, per_block * self.max_blocks,

@@ -105,6 +105,22 @@ def searches(records: Sequence[TrialRecord], knobs: Sequence[str]) -> list[dict[
     return out
 
 
+def until_course(info: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``sweep --until decided`` run's course: why it stopped and one line per comparison (its
+    within-block verdict, trials and confidence, or what it would need); None for any other run."""
+    from labctl.measure.until import describe, stop_text
+
+    course = info.get("until")
+    if not course:
+        return None
+    looks = course.get("looks") or 0
+    head = (f"{stop_text(course)}; {course.get('metric')}, within-block ratios, threshold "
+            f"±{course.get('threshold_pct') or 0:g}%, error {course.get('alpha') or 0:.2g} spent over {looks} "
+            f"look{'s' * (looks != 1)}")
+    return {"stop": course.get("stop"), "head": head,
+            "comparisons": [{"verdict": c.get("verdict"), "line": describe(c)} for c in course.get("comparisons", [])]}
+
+
 def run_document(records: list[TrialRecord], facts: dict[str, Any], by: str | None, metric: str,
                  advise: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The run's document. ``records``: every trial of the run (each status, the searches' measurements
@@ -134,6 +150,7 @@ def run_document(records: list[TrialRecord], facts: dict[str, Any], by: str | No
                      "status": facts.get("status"), "trials": len(judged),
                      "failed": sum(r.status != "ok" for r in judged)},
         "advice": advice, "advice_refused": advice_refused,
+        "until": until_course(info),
         "environment": environment(ok or records),
         "steadiness": steadiness(judged, info),
         "warnings": warnings(report, judged),

@@ -215,3 +215,29 @@ def test_bad_html_options_are_one_line_exit_2_nothing_written(db, tmp_path, cli,
 def test_check_html_out_refuses_before_any_work(tmp_path):
     with pytest.raises(UserError, match=r"^--html .*x\.svg: the page is written as HTML"):
         api.check_html_out(tmp_path / "x.svg")
+
+
+def test_an_until_run_shows_its_within_block_verdicts_first(db):
+    import random
+
+    from labctl.measure.sweep import run_sweep
+    from labctl.profile.load import load_profile
+    from tests.conftest import DOMAINS
+    from tests.unit.measure.test_until import runner
+
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=frozenset({0, 1}))
+    # a 20% effect of the ring size and an A/A burst, little noise: both decided at the first look
+    result = run_sweep(loaded, db, runner=runner({256: 5.0, 1024: 6.0}, 0.01, [], random.Random(3)),
+                       until="decided", budget="24")
+    doc = api.report_document(db, result.run_id)
+    assert doc["until"]["stop"] == "decided" and doc["until"]["head"].startswith("every comparison decided; mpps")
+    assert {c["verdict"] for c in doc["until"]["comparisons"]} == {"better", "equivalent"}
+    page = render_run(doc)
+    answer = page[page.index('id="answer"'):page.index('id="table"')]
+    within = answer.index("the within-block verdicts (the ones to read)")
+    assert "error 0.05 spent over 1 look." in answer
+    assert within < answer.index("unpaired verdicts (they pool the trials across blocks")
+    assert "guest.nics.*.rx_queue_size: 1024 vs 256: better" in answer and "confidence" in answer
+    # any other run has no such section
+    html_runs.refusals_run(db)
+    assert api.report_document(db)["until"] is None
