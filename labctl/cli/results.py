@@ -83,6 +83,9 @@ def report(db: Path = DB, run: Optional[int] = RUN,
         return
     typer.echo(api.render_report(api.report(db, run, by, metric[0] if metric else None, host), fmt,
                                  terminal_plot=plot))
+    if fmt == "table":
+        for line in api.run_verdicts(db, run):  # a sweep --until decided: its within-block verdicts, to read first
+            typer.echo(line)
 
 
 def plot(by: Optional[str] = typer.Option(None, "--by",

@@ -380,8 +380,8 @@ def stop_text(course: dict[str, Any]) -> str:
     if stop == "decided":
         return "every comparison decided"
     if stop == "out of reach":
-        return (f"every open comparison out of reach of the budget ({course.get('budget')}): each had under "
-                f"{course.get('futility', FUTILITY) * 100:g}% chance of a verdict by its end")
+        return (f"every open comparison out of reach of the budget ({course.get('budget')}; under "
+                f"{course.get('futility', FUTILITY) * 100:g}% chance of a verdict by its end)")
     return f"budget ({course.get('budget')}) spent"
 
 

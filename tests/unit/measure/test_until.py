@@ -107,7 +107,7 @@ def test_a_comparison_out_of_reach_of_the_budget_is_given_up_early(tmp_path):
     given_up = [c for c in course["comparisons"] if c["verdict"] == "open"]
     assert given_up and all(c["out_of_reach"] and c["chance"] < u.FUTILITY for c in given_up)
     assert all("given up after" in u.describe(c) and "chance of a verdict" in u.describe(c) for c in given_up)
-    assert "out of reach of the budget (200 trials)" in u.stop_text(course)
+    assert "out of reach of the budget (200 trials; under 10% chance" in u.stop_text(course)
     with Store(tmp_path / "s.db") as store:  # every trial measured is stored, none planned and left
         assert len(store.trials(result.run_id)) == len(calls)
 
@@ -222,3 +222,18 @@ def test_a_comparison_decided_early_keeps_the_trials_it_was_decided_on(tmp_path)
     assert rings["verdict"] == "better" and rings["looks"] == 1
     assert result.until["looks"] > 1 and rings["trials"] < len(calls)  # the other comparison went on
     assert rings["trials"] == 12  # the first round: 3 blocks of the 4 configurations, both ring values in each
+
+
+def test_report_prints_the_within_block_verdicts_and_bad_futility_exits_2(tmp_path, cli):
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    db = tmp_path / "s.db"
+    run_sweep(loaded, db, runner=runner({256: 5.0, 1024: 6.0}, 0.01, [], random.Random(3)), until="decided",
+              budget="24")
+    code, out, err = cli("report", "--db", str(db))
+    assert code == 0, err
+    assert "until decided (run 1): every comparison decided" in out
+    assert "guest.nics.*.rx_queue_size: 1024 vs 256: better" in out and "workload.burst: 64 vs 32: equivalent" in out
+    code, out, err = cli("sweep", str(DOMAINS / "quick.yaml"), "--db", str(tmp_path / "bad.db"), "--until", "decided",
+                         "--budget", "40", "--futility", "200")
+    assert code == 2 and "--futility 200: out of range (allowed: 0 <= PCT < 100" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "bad.db").exists()
