@@ -175,7 +175,11 @@ class LabSession:
                 lab_class = GuestLab if plan.tcp is None else KernelGuestLab  # the DPDK forwarder or tcp kinds
             guest = lab_class(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
             self.guest = guest
-            guest.boot()
+            try:
+                guest.boot()
+            except BaseException:  # a guest that never came up is not the run's guest: the next trial boots anew
+                self.close_guest()
+                raise
             self.boots += guest.domains  # vm2vm boots two
             self.boot_s += guest.boot_s
         self.guest.warnings = warnings

@@ -382,6 +382,8 @@ def stop_text(course: dict[str, Any]) -> str:
     if stop == "out of reach":
         return (f"every open comparison out of reach of the budget ({course.get('budget')}; under "
                 f"{course.get('futility', FUTILITY) * 100:g}% chance of a verdict by its end)")
+    if stop == "failed":
+        return "every trial of its last round failed (each error is in the run: labctl export --run N)"
     return f"budget ({course.get('budget')}) spent"
 
 
@@ -448,12 +450,17 @@ def run_until(until: Until, measure: Measure, extend: Callable[[list[dict[str, A
                 until.stop = "budget"
                 break
         extend(entries)
+        before = len(records)
         for entry in entries:
             record = measure(entry)
             measured += 1
             if record is not None:
                 records.append(record)
         seq_next += len(entries)
+        if not any(r.status == "ok" for r in records[before:]):  # nothing measured: more rounds would fail alike
+            until.blocks = max(e["block"] for e in entries) + 1
+            until.stop = "failed"
+            break
         until.blocks = max(e["block"] for e in entries) + 1
         if until.metric is None:
             until.metric = default_metric(records)

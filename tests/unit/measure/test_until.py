@@ -237,3 +237,20 @@ def test_report_prints_the_within_block_verdicts_and_bad_futility_exits_2(tmp_pa
                          "--budget", "40", "--futility", "200")
     assert code == 2 and "--futility 200: out of range (allowed: 0 <= PCT < 100" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "bad.db").exists()
+
+
+def test_a_round_where_every_trial_fails_ends_the_sweep(tmp_path):
+    # a lab that cannot come up (libvirtd down): a duration budget must not spin through instant failures
+    loaded = load_profile(DOMAINS / "quick.yaml", cpus=CPUS)
+    calls: list = []
+
+    def broken(loaded, repeat_index, on_event=None, session=None):
+        from labctl.profile.knobs import flatten
+
+        calls.append(repeat_index)
+        return TrialRecord(config=flatten(loaded.profile.model_dump()), repeat_index=repeat_index, status="failed",
+                           error="cannot connect to qemu:///system", env=Environment(accel="none"))
+
+    result = run_sweep(loaded, tmp_path / "s.db", runner=broken, until="decided", budget="10m")
+    assert result.until["stop"] == "failed" and len(calls) == 12 and result.failed == 12  # the first round only
+    assert "every trial of its last round failed" in u.stop_text(result.until)
