@@ -48,6 +48,10 @@ def trial_rate(record: Any) -> str:
     m = record.metrics
     if m.mpps is None and m.ndr_mpps is not None:
         return f"NDR {m.ndr_mpps:.3f} / PDR {m.pdr_mpps:.3f} Mpps" if m.pdr_mpps is not None else f"NDR {m.ndr_mpps:.3f}"
+    if m.mpps is None and m.bandwidth_gbps is not None:  # a kernel TCP stream
+        return f"{m.bandwidth_gbps:.2f} Gbit/s"
+    if m.mpps is None and m.transactions_per_s is not None:  # TCP request/response
+        return f"{m.transactions_per_s:,.0f} trans/s"
     return f"{m.mpps:.2f} Mpps" if m.mpps is not None else "no rate"
 
 
