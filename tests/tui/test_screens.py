@@ -178,7 +178,8 @@ def test_a_budget_in_until_decided_starts_a_sweep_until_decided_showing_the_open
 
     first = Look(1, 8, 3, 12, ["rx_queue_size: 1024 vs 256", "workload.burst: 64 vs 32"], {})
     second = Look(2, 8, 4, 16, ["workload.burst: 64 vs 32"], {"rx_queue_size: 1024 vs 256": "better"})
-    sweep = ScriptedSweep(notes=((first.message(), first), (second.message(), second)))
+    third = Look(3, 8, 5, 20, [], {"rx_queue_size: 1024 vs 256": "better"}, ["workload.burst: 64 vs 32"])
+    sweep = ScriptedSweep(notes=((first.message(), first), (second.message(), second), (third.message(), third)))
     monkeypatch.setattr(api, "sweep", sweep)
     monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
 
@@ -190,7 +191,7 @@ def test_a_budget_in_until_decided_starts_a_sweep_until_decided_showing_the_open
             await pilot.press("g")
             await until(pilot, lambda: sweep.waiting.is_set() and "warm-up" in text(app, "#phase"))
             shown = text(app, "#open")
-            assert "open comparisons: 1 (workload.burst: 64 vs 32); decided 1" in shown and "look 2/8" in shown
+            assert "open comparisons: 0 (none); decided 1; out of reach 1" in shown and "look 3/8" in shown
             await pilot.press("c")
             await until(pilot, lambda: not app.busy)
         assert sweep.calls[0]["until"] == "decided" and sweep.calls[0]["budget"] == "90s"

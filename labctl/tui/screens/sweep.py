@@ -220,8 +220,9 @@ class SweepScreen(LabScreen):
             opened = self.query_one("#open", Static)
             opened.display = True
             opened.update(
-                f"open comparisons: {len(look.open)} ({names}); decided {len(look.decided)}    "
-                f"look {look.look}/{look.looks}, {look.trials} trials")
+                f"open comparisons: {len(look.open)} ({names}); decided {len(look.decided)}"
+                + (f"; out of reach {len(look.out_of_reach)}" if getattr(look, "out_of_reach", None) else "")
+                + f"    look {look.look}/{look.looks}, {look.trials} trials")
         if event.kind == "trial":
             self.lab.stored += 1
             self.poll()
