@@ -259,7 +259,6 @@ class Until:
     max_blocks: int | None = None
     step: int = 1
     looks_planned: int = 1
-    looked_at: int = 0  # blocks at the previous look
     look: int = 0
     stop: str = ""
     trial_s: float | None = None
@@ -320,7 +319,6 @@ class Until:
         assert self.metric is not None
         self.fractions.append(min(self.blocks / (self.max_blocks or self.blocks), 1.0))
         alpha_k, alpha_eq = seq.look_levels(self.fractions, self.alpha, self.spending)
-        self.looked_at = self.blocks
         scale = scale_of(self.metric)
         for state in self.states:
             if not state.measuring:  # its trials stay those it was decided (or given up) on
