@@ -63,7 +63,9 @@ def test_sigterm_mid_ovs_trial_leaves_nothing(no_leftovers):
         lines.append(line)
         if "[measure]" in line or not line:
             break
-    assert any("[measure]" in line for line in lines), lines
+    if not any("[measure]" in line for line in lines):  # the trial ended before measuring: say why
+        out, err = proc.communicate(timeout=60)
+        raise AssertionError(f"no [measure] phase; stderr: {''.join(lines)}{err} stdout: {out}")
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err

@@ -5,8 +5,10 @@ embedded lab's rate). The sweep must call 128 faster, never call the A/A pair be
 its budget: stop early once both are decided (or once the open one is out of reach of the budget), or at
 the budget, saying what each open one would need.
 
-Short trials (1 s window, 0.5 s warm-up) and a 10 % band (the effect is 23-33 %) keep it to a few minutes on a quiet host; on a
-loaded one it runs to the budget (with four sessions loading 2 CPUs, cv 30-50 %, a 15 % band left the -22.9 % [-36.2, -6.9] effect open at the budget)."""
+Short trials (1 s window, 0.5 s warm-up) and a 15 % band (the effect is 30-37 % on a quiet host) keep it to
+about two minutes: with a 10 % band the A/A pair's equivalence took 132-412 s (CI: 335 s, which alone put the
+suite over its 45 minutes). On a loaded host it runs to the budget (with four sessions loading 2 CPUs, cv
+30-50 %, the effect shrank to -22.9 % [-36.2, -6.9] and a 15 % band left it open at the budget)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def _profile(tmp_path):
 def test_until_decided_planted_effect_and_aa_pair(tmp_path, no_leftovers):
     db = tmp_path / "until.db"
     proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(_profile(tmp_path)), "--db", str(db),
-                           "--until", "decided", "--budget", "12m", "--threshold", "10"],
+                           "--until", "decided", "--budget", "12m", "--threshold", "15"],
                           cwd=ROOT, capture_output=True, text=True, timeout=20 * 60)
     assert proc.returncode == 0, proc.stderr
     with Store(db) as store:
@@ -48,7 +50,7 @@ def test_until_decided_planted_effect_and_aa_pair(tmp_path, no_leftovers):
     reads, memory = verdicts["workload.noisy.lkup_num_reads"], verdicts["guest.memory_mib"]
     assert (reads["baseline"], reads["candidate"]) == (128, 192)
     assert reads["verdict"] == "worse", proc.stdout  # 192 reads slower: 128 is faster
-    assert 0 < reads["confidence"] < 1 and reads["high_pct"] < -10
+    assert 0 < reads["confidence"] < 1 and reads["high_pct"] < -15
     assert memory["verdict"] in ("equivalent", "open"), proc.stdout  # the A/A pair: never better or worse
     assert course["blocks"] <= course["max_blocks"] and course["looks"] <= course["looks_planned"]
     assert all(t.status == "ok" and isinstance(t.details.get("block"), int) for t in trials)
