@@ -192,13 +192,18 @@ class Decision:
         return {**asdict(self), "confidence": self.confidence}
 
 
+def _finite(diffs: Sequence[float | None]) -> np.ndarray:
+    """The differences that are numbers (a pair without one is left out)."""
+    return np.asarray([x for x in diffs if x is not None and math.isfinite(x)], dtype=float)
+
+
 def decide(diffs: Sequence[float], alpha_k: float, threshold_pct: float, lower_is_better: bool,
            scale: str = "log", refusal: str = "", alpha_eq: float | None = None) -> Decision:
     """The verdict of one comparison at one look: a direction tested at two-sided level ``alpha_k``,
     equivalence by two one-sided tests at ``alpha_eq`` each (default ``alpha_k``; see the module's text).
     ``diffs``: the paired differences, candidate against baseline; ``refusal``: a reason found
     elsewhere (two bands, zero rates) that refuses it outright."""
-    d = np.asarray([x for x in diffs if x is not None and math.isfinite(x)], dtype=float)
+    d = _finite(diffs)
     n = len(d)
     if refusal:
         return Decision("refused", n, alpha_k, reason=refusal)
@@ -230,7 +235,7 @@ def verdict_chance(diffs: Sequence[float], final_pairs: int, final_levels_: tupl
     (:func:`final_levels`), reaches any verdict (better, worse or equivalent), given the pairs seen: the
     final mean is normal about the mean seen with variance ``sd^2 (N - n) / (N n)`` (the noise seen carried
     forward, the change unknown within what was seen). None: too few pairs to say."""
-    d = np.asarray([x for x in diffs if x is not None and math.isfinite(x)], dtype=float)
+    d = _finite(diffs)
     n, big_n = len(d), int(final_pairs)
     if n < MIN_PAIRS or big_n <= n:
         return None
@@ -255,7 +260,7 @@ def needed_pairs(diffs: Sequence[float], alpha_k: float, threshold_pct: float, s
     the interval's half-width ``z * sd / sqrt(n)`` below the mean's distance to the band's edge (beyond
     it: a direction; inside: equivalence). None: the mean sits on the edge (no number of pairs will
     tell) or more than ``cap`` would be needed."""
-    d = np.asarray([x for x in diffs if x is not None and math.isfinite(x)], dtype=float)
+    d = _finite(diffs)
     if len(d) < 2 or alpha_k <= 0.0:
         return None
     mean, sd = float(d.mean()), float(d.std(ddof=1))

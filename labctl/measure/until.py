@@ -338,13 +338,17 @@ class Until:
                     {s.pairing.name: s.decision.verdict for s in self.states if not s.open and s.decision},
                     [s.pairing.name for s in self.states if s.open and s.out_of_reach])
 
+    def _per_block(self, diffs: list[float]) -> int:
+        """The pairs one block adds to a comparison (one per value of the other knobs)."""
+        return max(len(diffs) // max(self.blocks, 1), 1)
+
     def _reach(self, state: State, diffs: list[float], scale: str) -> None:
         """After the first look, give up a comparison the budget's last look would decide with a chance
         below :attr:`futility` (:func:`sequential.verdict_chance`)."""
         if self.max_blocks is None or self.blocks >= self.max_blocks:
             state.chance = None  # the budget's last look was this one
             return
-        per_block = max(len(diffs) // max(self.blocks, 1), 1)
+        per_block = self._per_block(diffs)
         state.chance = seq.verdict_chance(diffs, per_block * self.max_blocks,
                                           seq.final_levels(self.fractions, self.alpha, self.spending),
                                           self.threshold_pct, scale)
@@ -355,7 +359,7 @@ class Until:
         level = seq.final_levels(self.fractions, self.alpha, self.spending)[0]
         pairs = seq.needed_pairs(diffs, level, self.threshold_pct, scale)
         state.needed_pairs = pairs
-        per_block = max(len(diffs) // max(self.blocks, 1), 1)  # pairs one block adds (the other knobs' values)
+        per_block = self._per_block(diffs)
         if pairs is None:
             state.needed_trials = state.needed_s = None
             return
