@@ -119,7 +119,7 @@ class BuildCache(Generic[Entry]):
             return hit
         with self.locked(progress):
             if not force and (hit := self.lookup(key)) is not None:  # another builder made it meanwhile
-                say(progress, f"cache hit {final} (built meanwhile by another labctl)")
+                say(progress, f"cache hit {final} (made meanwhile by the build it waited for)")
                 return hit
             self._clean(progress)
             work = Path(tempfile.mkdtemp(prefix=self.build_prefix, dir=self.directory))

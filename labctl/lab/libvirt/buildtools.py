@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from labctl.errors import LabFault
@@ -57,6 +58,7 @@ def _last_line(*outputs: str | None) -> str:
     return "no output"
 
 
+@cache
 def _die_with_parent() -> Callable[[], None]:
     """The child's pre-exec step: SIGTERM when labctl dies. ``prctl`` is looked up here, in the parent: the child
     of a threaded process only calls it (a ``dlopen`` after fork could wait for a lock another thread held)."""
