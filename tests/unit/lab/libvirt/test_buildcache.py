@@ -176,7 +176,13 @@ def test_a_killed_builds_work_dir_and_its_tool_are_cleaned_up_by_the_next_build(
         builder.wait(10)
         assert work.is_dir() and (work / "entry" / "thing").exists() and psutil.pid_exists(tool_pid)
         said: list[str] = []
-        built = cache_in(tmp_path).build("k", Maker(), progress=said.append)
+        maker = Maker()
+
+        def make_after_the_clean_up(work_dir: Path, entry: Path) -> dict:
+            assert not work.exists(), "the killed build's leftovers are still there when the next build starts"
+            return maker(work_dir, entry)
+
+        built = cache_in(tmp_path).build("k", make_after_the_clean_up, progress=said.append)
         assert built.built and built.text == "made"
         assert not work.exists() and leftovers(tmp_path) == []
         assert f"removed a killed build's {work} (freed: process {tool_pid})" in said
