@@ -343,7 +343,8 @@ def run_choice_line(runs: list[dict[str, Any]], run: dict[str, Any]) -> str:
 def advice_lines(advice: Any, run: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The advice of ``run`` (an :func:`labctl.api.runs` entry, one of ``runs``) as (kind, line): head,
     which run, recommend + evidence + rationale, inconclusive + next, warning; kinds pick the style."""
-    lines = [("head", f"Advice for run {run['id']}: {advice.trials_used} trials, loss limit {advice.max_loss:.2%}"),
+    used = f"{advice.trials_used} trial{'s' * (advice.trials_used != 1)}"
+    lines = [("head", f"Advice for run {run['id']}: {used}, loss limit {advice.max_loss:.2%}"),
              ("run", run_choice_line(runs, run))]
     for r in advice.recommendations:
         ci = "" if r.ci_pct is None else f" [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]"

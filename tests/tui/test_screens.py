@@ -471,6 +471,7 @@ def test_advice_reads_the_run_chosen_on_results_and_steps_to_another(fixed):
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: f"Advice for run {ndr}:" in text(app, "#advice"))
             advice = text(app, "#advice")
+            assert f"Advice for run {ndr}: 1 trial, loss limit" in advice
             assert "nothing varies across these trials" in advice
             assert f"run {ndr} vnf (2 of 2, the newest), as chosen on Results; [ and ] pick" in advice
             await pilot.press("left_square_bracket")
