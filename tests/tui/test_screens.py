@@ -141,10 +141,16 @@ def test_labs_lists_profiles_with_problems_inline_and_the_labs_that_are_up(fixed
 
 # -- Sweep -------------------------------------------------------------------------------------------
 
-def test_sweep_shows_progress_eta_phase_and_bars_then_cancels(fixed, monkeypatch):
-    sweep = ScriptedSweep()
+def scripted(monkeypatch, **kwargs) -> ScriptedSweep:
+    """A scripted sweep (see conftest) in place of ``api.sweep``, and :class:`FakeReport`'s bars for every run."""
+    sweep = ScriptedSweep(**kwargs)
     monkeypatch.setattr(api, "sweep", sweep)
     monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    return sweep
+
+
+def test_sweep_shows_progress_eta_phase_and_bars_then_cancels(fixed, monkeypatch):
+    sweep = scripted(monkeypatch)
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep", overrides={"workload.duration_s": 1})
@@ -179,9 +185,7 @@ def test_a_budget_in_until_decided_starts_a_sweep_until_decided_showing_the_open
     first = Look(1, 8, 3, 12, ["rx_queue_size: 1024 vs 256", "workload.burst: 64 vs 32"], {})
     second = Look(2, 8, 4, 16, ["workload.burst: 64 vs 32"], {"rx_queue_size: 1024 vs 256": "better"})
     third = Look(3, 8, 5, 20, [], {"rx_queue_size: 1024 vs 256": "better"}, ["workload.burst: 64 vs 32"])
-    sweep = ScriptedSweep(notes=((first.message(), first), (second.message(), second), (third.message(), third)))
-    monkeypatch.setattr(api, "sweep", sweep)
-    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    sweep = scripted(monkeypatch, notes=tuple((look.message(), look) for look in (first, second, third)))
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep")
@@ -205,9 +209,7 @@ def test_the_newest_message_shows_even_after_long_ones(fixed, monkeypatch):
     resume command off the three lines the messages have at 80x24."""
     waiting = ("waiting for CPU 0: pid 11762 (lab it-tcpkill, CPUs 0-1) is measuring on it (this trial "
                "needs CPUs 0-1)")
-    sweep = ScriptedSweep(notes=(waiting, waiting))
-    monkeypatch.setattr(api, "sweep", sweep)
-    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    sweep = scripted(monkeypatch, notes=(waiting, waiting))
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep")
@@ -281,9 +283,7 @@ def test_a_tcp_trial_shows_its_rate_in_its_unit_as_the_cli_does(fixed, monkeypat
     from labctl.cli.output import SweepProgress
 
     config = {"workload.sessions": 4, "workload.guest_queues": 2}
-    sweep = ScriptedSweep(trials=((config, metrics), (config, metrics)))
-    monkeypatch.setattr(api, "sweep", sweep)
-    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    sweep = scripted(monkeypatch, trials=((config, metrics), (config, metrics)))
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep")
