@@ -8,9 +8,9 @@ The api re-exports every name here (faces import only :mod:`labctl.api`), as it 
 :mod:`labctl.domain_edit.face`'s.
 
 Imports marked ``lazy:`` stay inside their function: the module they name loads scipy and numpy (every
-summary's statistics) or matplotlib (the plot), which would add about 1 s to every start of the CLI
-(``import labctl.analysis.report`` after ``import labctl.cli``: 1.0 s of scipy.stats alone, measured on
-a 2-core Debian 12 host; matplotlib.pyplot another 0.6 s), also for ``labctl --help``.
+summary's statistics), which would add about 1 s to every start of the CLI, ``labctl --help`` included
+(``import scipy.stats`` after ``import labctl.cli``: 1.0 s on a 2-core Debian 12 host; the api's docstring
+has the whole figure).
 """
 
 from __future__ import annotations
