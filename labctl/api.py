@@ -13,12 +13,14 @@ until-decided verdicts) lives in :mod:`labctl.analysis.face` and ``labctl apply`
 (``tests/unit/cli/test_through_api.py``, ``tests/unit/fleet/test_through_api.py``).
 
 Imports marked ``lazy:`` stay inside their function, because the module they name would slow every start
-of the CLI (``labctl --help`` too), measured as the time ``import M`` adds after ``import labctl.cli`` on a
+of the CLI (``labctl --help`` too). Measured as the time ``import M`` adds after ``import labctl.cli`` on a
 2-core Debian 12 host (median of 5): ``scipy``: scipy and numpy for the statistics (analysis, the advisor's
 recommend, ``measure.until`` and so ``measure.sweep``), 1.0 s; ``optuna``: the adaptive search
-(``advisor.search``, with scipy), 0.9 s; ``numpy``: the steadiness probe, 0.09 s; ``lab``: the lab and
-measure rooms (libvirt-python, MLRsearch, psutil), 0.1 s together. ``labctl --help`` starts in about
-0.6 s without them and 2.1 s with all of them at the top.
+(``advisor.search``: optuna 0.2 s, with scipy), 0.9 s; ``numpy``: the steadiness probe, 0.09 s; ``lab``:
+the lab and measure rooms (libvirt-python, MLRsearch), 0.1 s together. ``labctl --help`` took 0.61 s so,
+and 1.95 s with every one of them at the top (medians of 11, the host busy with another test run). The
+cheap rooms (the advisor's advice, apply, verdicts and pinning, the host's facts, the page's template, the
+image caches: 30 ms together) are imported at the top.
 """
 
 from __future__ import annotations
