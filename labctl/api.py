@@ -57,7 +57,7 @@ from labctl.profile.load import ANY_CPU, LoadedProfile, load_profile
 from labctl.results.access import DEFAULT_DB, run_trials
 from labctl.results.interchange import import_files as import_runs, read_jsonl as read_trials_file
 from labctl.results.interchange import write_jsonl as write_trials_file
-from labctl.results.lines import describe_nics, trial_rate
+from labctl.results.lines import describe_nics, reached, trial_rate
 from labctl.results.metrics import ALIASES, DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric
 from labctl.results.record import SEARCH_ROLES, TrialRecord, plan_entry
 from labctl.signals import CancelScope
@@ -69,7 +69,7 @@ __all__ = [
     "DEFAULT_DB", "load", "load_profile", "load_for_hosts", "parse_overrides", "Validation", "validate", "render",
     "up", "DownResult", "down", "status", "build_image", "build_guest_image",
     # measuring
-    "run", "sweep", "check_sweep", "tune", "check_budget", "replay", "ndr", "search_settings", "measure_metric",
+    "run", "sweep", "check_sweep", "check_swap", "tune", "check_budget", "replay", "ndr", "search_settings", "measure_metric",
     "MEASURE_METRICS", "DEFAULT_PRECISION", "DEFAULT_THRESHOLD_PCT", "default_metric", "SEARCH_ROLES",
     # advice, the pinning plan, the host
     "advise", "apply_advice", "plan", "doctor",
@@ -78,7 +78,7 @@ __all__ = [
     # the fleet's
     "import_runs", "read_trials_file", "write_trials_file",
     # words every face says alike
-    "knob_label", "describe_nics", "trial_rate", "plan_entry", "course_lines",
+    "knob_label", "describe_nics", "trial_rate", "reached", "plan_entry", "course_lines",
     # the page of a run
     "report_document", "report_html",
     # the reading of stored runs (labctl.analysis.face)
@@ -231,9 +231,9 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
 
 
 def check_sweep(repeat: int | None = None, until: str | None = None, budget: str | None = None,
-                futility_pct: float | None = None, steadiness_s: float | None = None) -> None:
+                futility_pct: float | None = None, steadiness_s: float | None = None, swap: str | None = None) -> None:
     """A sweep's options checked before its profile is read, in the order the CLI names them: the repeats,
-    ``until`` with its ``budget``, the futility (only with ``until``), the steadiness probe's duration."""
+    ``until`` with its ``budget``, the futility (only with ``until``), the steadiness probe's duration, ``swap``."""
     from labctl.host.steadiness import check_arguments  # lazy: numpy
     from labctl.measure.sweep import check_repeat  # lazy: lab, scipy
     from labctl.measure.until import check_futility, check_until  # lazy: scipy
@@ -244,6 +244,15 @@ def check_sweep(repeat: int | None = None, until: str | None = None, budget: str
         check_futility(futility_pct)
     if steadiness_s is not None:
         check_arguments(steadiness_s)
+    check_swap(swap)
+
+
+def check_swap(swap: str | None) -> None:
+    """``--swap hotplug|boot`` (how a running guest reaches a trial whose NICs differ; it sets the profile's
+    ``swap``): one line naming the option and the allowed values."""
+    from labctl.lab.plan import check_swap as check  # lazy: lab
+
+    check(swap)
 
 
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
@@ -402,7 +411,7 @@ def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,
     return result
 
 
-# --- words every face says alike (trial_rate, plan_entry, describe_nics, course_lines: imported above) --
+# --- words every face says alike (trial_rate, reached, plan_entry, describe_nics, course_lines: imported above) --
 
 def knob_label(config: dict[str, Any] | Iterable[tuple[str, Any]], sep: str = ", ") -> str:
     """Knob settings by the last part of their path: ``rx_queue_size=1024, burst=64``."""

@@ -146,6 +146,11 @@ class ZeroForwardingError(WorkloadError):
     """The workload ran but forwarded no packets; recorded as a failed trial, never as zero."""
 
 
+class SwapError(HypervisorError):
+    """A running guest's NICs could not be swapped in place (QEMU refused the device, the guest did not release
+    the old NIC or show the new one within the bound): the run boots the guest instead, and says so."""
+
+
 class AgentError(HypervisorError):
     """The QEMU guest agent of a user's image did not answer, or a command run through it failed."""
 

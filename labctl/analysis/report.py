@@ -70,7 +70,13 @@ def boots_note(info: dict[str, Any] | None) -> str | None:
         return None
     boots, boot_s, run_s = info["boots"], info.get("boot_s", 0.0), info.get("run_s") or 0.0
     share = f", {boot_s / run_s:.0%} of the run's {run_s:.0f} s" if run_s else ""
-    return f"guest boots: {boots} ({boot_s:.0f} s{share}); workload-only changes restarted the forwarder in the running guest"
+    swaps = ""
+    if info.get("swaps") or info.get("swap_fallbacks"):
+        swaps = f"; NIC swaps: {info.get('swaps', 0)} ({info.get('swap_s', 0.0):.0f} s)"
+        if info.get("swap_fallbacks"):
+            swaps += f", {info['swap_fallbacks']} booted instead (see the trials' warnings)"
+    return (f"guest boots: {boots} ({boot_s:.0f} s{share}){swaps}; workload-only changes restarted the forwarder in "
+            "the running guest")
 
 
 def build_report(records: list[TrialRecord], by: str | None = None, run_id: int | None = None,

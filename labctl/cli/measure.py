@@ -20,12 +20,17 @@ NO_WAIT = typer.Option(False, "--no-wait", help="fail at once (exit 1) when anot
                                                   "trial's CPUs, instead of waiting for it")
 RATE = typer.Option(None, "--rate", help="offered load of all ports: 2.5Mpps, 750kpps or 40% (of the measured "
                                          "maximum); sets workload.rate (labgen)")
+SWAP = typer.Option(None, "--swap", help="hotplug | boot: how a running guest reaches a trial whose NICs differ only "
+                                          "in settings (queues, rings, model): its NICs swapped in place, or a boot "
+                                          "(default: the profile's swap, hotplug); sets swap")
 
 
-def _knobs(set_: Optional[List[str]], rate: Optional[str]) -> dict:
+def _knobs(set_: Optional[List[str]], rate: Optional[str], swap: Optional[str] = None) -> dict:
     knobs = api.parse_overrides(set_)
     if rate is not None:
         knobs["workload.rate"] = rate
+    if swap is not None:
+        knobs["swap"] = swap
     return knobs
 
 
@@ -66,11 +71,13 @@ def sweep(file: Path, db: Path = DB,
           futility: Optional[float] = typer.Option(None, "--futility", metavar="PCT", help="with --until decided: "
                                                    "give a comparison up when its chance of a verdict by the budget's "
                                                    "end falls below PCT% (default 10; 0: never)"),
+          swap: Optional[str] = SWAP,
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
           no_wait: bool = NO_WAIT) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
-    api.check_sweep(repeat, until, budget, futility, steadiness)  # before the profile is read: a bad value fails first
-    loaded = api.load(file, _knobs(set_, rate))
+    # before the profile is read: a bad value fails first
+    api.check_sweep(repeat, until, budget, futility, steadiness, swap)
+    loaded = api.load(file, _knobs(set_, rate, swap))
     for warning in loaded.warnings:
         say(warning.render(str(file)))
     decide = dict(until=until, budget=budget, threshold_pct=threshold, verdict_metric=verdict_metric,
@@ -103,9 +110,11 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
          replay: Optional[Path] = typer.Option(None, "--replay", help="search recorded trials (JSONL) instead"),
          seed: int = typer.Option(0, "--seed"), db: Path = DB,
          metric: str = typer.Option("mpps", "--metric", help="mpps | ndr | pdr: what the search maximises"),
+         swap: Optional[str] = SWAP,
          as_json: bool = typer.Option(False, "--json"), no_wait: bool = NO_WAIT) -> None:
     """Adaptive search (TPE) over the sweep space; stops when the budget is spent or the best is clear."""
     api.check_budget(budget)
+    api.check_swap(swap)
     if (file is None) == (replay is None):
         raise UserError("tune needs either a profile FILE (live trials) or --replay FILE.jsonl, not both")
 
@@ -120,8 +129,8 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
     if replay is not None:
         result = api.replay(replay, budget, seed)
     else:
-        result = api.tune(api.load(file), budget, seed, db, notes_printer if as_json else step, metric=metric,
-                          wait=not no_wait)
+        result = api.tune(api.load(file, _knobs(None, None, swap)), budget, seed, db,
+                          notes_printer if as_json else step, metric=metric, wait=not no_wait)
     if as_json:
         print_json(result.to_dict())
         return

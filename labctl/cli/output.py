@@ -66,6 +66,8 @@ class SweepProgress:
             knobs = api.knob_label((event.data or {}).get("config", {}), " ")
             if api.plan_entry(event.record):  # a search's measurement is not one of the planned searches
                 self.done += 1
-            self.progress.update(self.task, completed=self.done, last=f"last: {knobs} -> {api.trial_rate(event.record)}")
+            how = api.reached(event.record)  # a guest's boot or NIC swap before this trial
+            self.progress.update(self.task, completed=self.done,
+                                 last=f"last: {knobs} -> {api.trial_rate(event.record)}" + (f" ({how})" if how else ""))
         elif event.kind in ("note", "steadiness"):
             self.progress.console.print(event.message if event.kind == "note" else f"steadiness: {event.message}")

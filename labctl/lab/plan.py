@@ -23,6 +23,7 @@ from pathlib import Path
 from labctl.dpdk.eal import mbuf_budget
 from labctl.dpdk.testpmd import TestpmdOptions
 from labctl import paths, platform
+from labctl.errors import KnobError
 from labctl.host.cpuset import format_cpuset, parse_cpuset
 from labctl.profile.rates import Rate, parse_rate
 from labctl.profile.schema import Nic, Profile
@@ -94,6 +95,11 @@ class NicPlan:
     def requested(self) -> dict[str, object]:
         return {"backend": self.backend, "model": self.model, "queues": self.queues, "rx_ring": self.rx_ring,
                 "tx_ring": self.tx_ring}
+
+    def swappable(self) -> tuple[str, int, int, int]:
+        """The settings a hot-swap changes on a running guest (the device's ``<model>`` and ``<driver>``):
+        :data:`SWAP_NIC_FIELDS` in order."""
+        return (self.model, self.queues, self.rx_ring, self.tx_ring)
 
 
 @dataclass(frozen=True)
@@ -327,6 +333,9 @@ class LabPlan:
     tcp: TcpPlan | None = None  # the tcp kinds' sessions, direction, addresses and ports
     build: BuildPlan = field(default_factory=BuildPlan)  # the binaries it runs (builds: / build)
     image: ImagePlan | None = None  # a user's image guest (guest.image); None: the appliance
+    #: how a running guest reaches a trial whose NICs differ (``swap``): hotplug (its NICs swapped in place,
+    #: :func:`needs_boot`) or boot (powered off and booted anew, as any other domain change)
+    swap: str = "hotplug"
 
     @property
     def file_prefix(self) -> str:
@@ -350,9 +359,18 @@ class LabPlan:
         (another image); a plan without a build keeps the key it had before builds existed. The embedded
         lab has no guest memory to size (its forwarder's memory follows its NICs and noisy lookup table,
         :meth:`embedded_hugepage_mb`), so ``guest.memory_mib`` restarts nothing there."""
+        return self._key(tuple((n.backend, *n.swappable()) for n in self.nics))
+
+    def boot_key(self) -> tuple:
+        """What only a boot changes: :meth:`domain_key` without the NICs' settings a hot-swap changes
+        (:meth:`NicPlan.swappable`: model, queues, rings); the NICs' count and backends stay (a backend is
+        the domain's shared memory and the host side's kind). Two plans with one boot key and two domain keys
+        differ in NIC settings only: with ``swap: hotplug`` a running guest swaps its NICs between them."""
+        return self._key(tuple(n.backend for n in self.nics))
+
+    def _key(self, nics: tuple) -> tuple:
         memory = None if self.lab == "embedded" else self.memory_mib
-        key = (self.lab, self.vcpus, memory, self.hugepages,
-               tuple((n.backend, n.model, n.queues, n.rx_ring, n.tx_ring) for n in self.nics), self.pins.vhost,
+        key = (self.lab, self.vcpus, memory, self.hugepages, nics, self.pins.vhost,
                self.generator.kind, self.vswitch.kind, self.topology, self.stack)
         binaries = replace(self.build, label=None)  # the label alone changes no process
         key = key if binaries == BuildPlan() else (*key, binaries)
@@ -382,6 +400,10 @@ class LabPlan:
 
 #: Knob paths that change a libvirt guest's domain (LabPlan.domain_key): a new value needs a boot.
 LIVE_PIN_KNOBS = ("guest.pinning.vcpus", "guest.pinning.emulator")
+#: A NIC's knobs a running guest changes by swapping the NIC (``swap: hotplug``: the device detached and attached
+#: again with its new ``<model>``/``<driver>``, MAC and PCI address kept): :meth:`NicPlan.swappable`.
+SWAP_NIC_FIELDS = ("model", "queues", "rx_queue_size", "tx_queue_size")
+SWAPS = ("hotplug", "boot")  # the values of ``swap`` / ``--swap``
 
 
 def is_domain_knob(path: str) -> bool:
@@ -393,6 +415,33 @@ def is_domain_knob(path: str) -> bool:
         # tcp_rr is live; to or from forward it changes the guest's stack, which domain_key() holds)
         return True
     return path.startswith("guest.") and not path.startswith(LIVE_PIN_KNOBS)
+
+
+def check_swap(value: str | None, option: str = "--swap") -> None:
+    """``--swap``: one of :data:`SWAPS` (KnobError naming the option and the allowed values)."""
+    if value is not None and value not in SWAPS:
+        raise KnobError(f"{option} {value}: not a way to reach a configuration (allowed: {', '.join(SWAPS)})")
+
+
+def is_nic_knob(path: str) -> bool:
+    """Whether a knob is a NIC setting a hot-swap changes (``guest.nics.*.rx_queue_size``, ``guest.nics.0.queues``)."""
+    parts = path.split(".")
+    return len(parts) == 4 and parts[:2] == ["guest", "nics"] and parts[3] in SWAP_NIC_FIELDS
+
+
+def knob_kind(path: str, swap: str = "hotplug") -> str:
+    """How a libvirt guest takes a new value of the knob: ``live`` (the running guest: the forwarder's settings,
+    vCPU/emulator pins, the tcp kinds' sessions), ``swap`` (its NICs swapped in place: :func:`is_nic_knob`, with
+    ``swap`` hotplug) or ``boot`` (a new domain: size, memory, hugepages, the NICs' count and backends, the
+    vswitch, a build, the image)."""
+    if not is_domain_knob(path):
+        return "live"
+    return "swap" if swap == "hotplug" and is_nic_knob(path) else "boot"
+
+
+def needs_boot(path: str, swap: str = "hotplug") -> bool:
+    """Whether a new value of the knob powers a libvirt guest off and boots it (:func:`knob_kind`)."""
+    return knob_kind(path, swap) == "boot"
 
 
 def noisy_arguments(profile: Profile) -> tuple[str, ...]:
@@ -463,4 +512,4 @@ def derive(profile: Profile, dirs: LabDirs | None = None) -> LabPlan:
                    hugepages=profile.guest.hugepages, nics=nics, forwarder=forwarder, vswitch=vswitch, generator=generator,
                    pins=pins, dirs=dirs, packet_size=w.packet_size, warmup_s=w.warmup_s, duration_s=w.duration_s,
                    topology=profile.topology, peer_nics=peers, workload_kind=w.kind, tcp=_tcp(profile),
-                   build=_build(profile), image=_image(profile))
+                   build=_build(profile), image=_image(profile), swap=profile.swap)

@@ -2,8 +2,15 @@
 
 An embedded lab is made for every trial (its two processes start in well under a second). A libvirt
 guest stays up while the next trial needs the same domain (:meth:`LabPlan.domain_key`: size, NICs,
-vswitch PMD cores): only its forwarder restarts, and vCPU/emulator pins are applied live. When a domain
-knob changes the guest is powered off and the new one booted; the session counts boots and their time.
+vswitch PMD cores): only its forwarder restarts, and vCPU/emulator pins are applied live. When only the
+NICs' settings change (the same :meth:`LabPlan.boot_key`) and the plan swaps (``swap: hotplug``, the
+default), the running guest's NICs are swapped in place (``swap``: unplugged, plugged with the new
+settings, the host side matched, the guest's view read back); a swap the lab refuses (``swap_refusal``)
+or that fails (:class:`~labctl.errors.SwapError`, or the guest's side not answering) boots instead, with a
+one-line note in the trial's warnings and a ``note`` event. When a domain knob changes otherwise, the guest
+is powered off and the new one booted. Each trial's lab says how it reached its configuration (``reached``:
+``{"how": "boot" | "hotplug" | "kept", "s": seconds}`` and the note); the session counts boots, swaps and
+their time.
 The lab's ledger lock is held from the first trial to the last, so no other labctl touches the lab in
 between; what a killed labctl left is removed when the session starts. The host's CPUs the lab runs on
 (:mod:`labctl.lab.hostlock`) are held from a trial's set-up until nothing of the lab is up any more (the
@@ -20,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labctl import paths
-from labctl.errors import StateError, UserError
+from labctl.errors import LabFault, StateError, UserError
 from labctl.events import OnEvent, notify
 from labctl.lab.hostlock import CpuClaim, plan_cpus
 from labctl.lab.ledger import LabState, locked, teardown
@@ -100,6 +107,9 @@ class LabSession:
         self.guest: Any = None
         self.boots = 0
         self.boot_s = 0.0
+        self.swaps = 0
+        self.swap_s = 0.0
+        self.fallbacks = 0  # swaps that booted instead (refused or failed)
         self.started = time.monotonic()
         self._lock: Any = None
 
@@ -147,9 +157,10 @@ class LabSession:
             lab = embedded_lab(plan, self.state, warnings)
             lab.start()
             return lab
+        reached: dict[str, Any] = {"how": "kept", "s": 0.0}
+        note = None
         if self.guest is not None and self.guest.key != plan.domain_key():
-            self._phase("the domain changes: powering the guest off")
-            self.close_guest()
+            reached, note = self._change(plan, warnings)
         if self.guest is None:
             lab_class = lab_row(plan).lab_class()  # the guest's lab (labctl.lab.table)
             guest = lab_class(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
@@ -161,9 +172,38 @@ class LabSession:
                 raise
             self.boots += guest.domains  # vm2vm boots two
             self.boot_s += guest.boot_s
+            reached = {"how": "boot", "s": round(guest.boot_s, 2), **({"note": note} if note else {})}
+        self.guest.reached = reached
         self.guest.warnings = warnings
         self.guest.start(plan)
         return self.guest
+
+    def _change(self, plan: LabPlan, warnings: list[str]) -> tuple[dict[str, Any], str | None]:
+        """The running guest brought to ``plan``'s other domain: its NICs swapped when only their settings differ
+        and the plan swaps; otherwise (or when the swap is refused or fails) it is powered off for a boot
+        (``self.guest`` None on return, with the note that says why a swap became a boot)."""
+        guest = self.guest
+        if plan.swap == "hotplug" and guest.plan.boot_key() == plan.boot_key():
+            refusal = guest.swap_refusal(plan)
+            if refusal is None:
+                try:
+                    swap_s = guest.swap(plan)
+                except LabFault as exc:
+                    refusal = f"the swap failed ({exc})"
+                else:
+                    self.swaps += guest.domains
+                    self.swap_s += swap_s
+                    return {"how": "hotplug", "s": round(swap_s, 2)}, None
+            note = f"hot-swap of the NICs not done: {refusal}; booting instead"
+            warnings.append(note)
+            notify(self.on_event, "note", lab=self.name, message=note)
+            self.fallbacks += 1
+            self._phase("powering the guest off for a boot")
+            self.close_guest()
+            return {}, note
+        self._phase("the domain changes: powering the guest off")
+        self.close_guest()
+        return {}, None
 
     def release(self, lab: MeasuredLab | None, failed: bool) -> list[str]:
         """After a trial: an embedded lab goes (its resources too); a guest ends its forwarder, or is
@@ -196,7 +236,11 @@ class LabSession:
                 teardown(self.state)
 
     def info(self) -> dict[str, Any]:
-        """What the run records about its labs: boots and their share of the run's time."""
+        """What the run records about its labs: boots, NIC swaps (and swaps that booted instead) and their
+        share of the run's time."""
         run_s = time.monotonic() - self.started
-        return {"boots": self.boots, "boot_s": round(self.boot_s, 2), "run_s": round(run_s, 2)}
+        info = {"boots": self.boots, "boot_s": round(self.boot_s, 2), "run_s": round(run_s, 2)}
+        if self.swaps or self.fallbacks:
+            info.update(swaps=self.swaps, swap_s=round(self.swap_s, 2), swap_fallbacks=self.fallbacks)
+        return info
 

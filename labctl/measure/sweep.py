@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from labctl import signals
 from labctl.errors import KnobError
 from labctl.events import OnEvent, notify
-from labctl.lab.plan import is_domain_knob
+from labctl.lab.plan import is_domain_knob, needs_boot
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.ndr import SearchSettings, ndr_trial
 from labctl.measure.session import RunSession, base_data, find_resumable, open_session
@@ -36,13 +36,15 @@ ORDERS = ("interleaved", "random")
 
 
 def build_plan(sweep: dict[str, list[Any]], repeat: int, fewest_boots: bool = False, order: str = "interleaved",
-               seed: int | None = None) -> list[dict[str, Any]]:
+               seed: int | None = None, swap: str = "hotplug") -> list[dict[str, Any]]:
     """Every configuration once per repeat, configurations interleaved: seq = repeat * n + index.
 
-    ``fewest_boots`` (libvirt guests): inside a repeat cycle, configurations that share a domain
-    (:func:`labctl.lab.plan.is_domain_knob`) come one after another, and every other cycle runs in
+    ``fewest_boots`` (libvirt guests): inside a repeat cycle, configurations that share what needs a boot
+    (:func:`labctl.lab.plan.needs_boot` with ``swap``) come one after another, and every other cycle runs in
     reverse, so a cycle starts with the domain the last one ended with: a sweep of D domains and W
-    workload settings boots D times in its first cycle and D - 1 in each later one.
+    workload settings boots D times in its first cycle and D - 1 in each later one. NIC settings a running
+    guest swaps (``swap`` hotplug: :func:`labctl.lab.plan.knob_kind` ``swap``) need no such order: a sweep
+    whose only domain knobs they are alternates freely (A B A B: one boot, then a swap per trial).
 
     The knob ``build`` varies fastest of all: the builds alternate within every repeat (A B A B, each
     configuration of the other knobs measured on every build back to back, never all of A and then all of
@@ -56,14 +58,17 @@ def build_plan(sweep: dict[str, list[Any]], repeat: int, fewest_boots: bool = Fa
     index = {k: {repr(v): i for i, v in enumerate(values)} for k, values in sweep.items()}
     # first knob varies slowest (crossed's order), except build, which varies fastest
     names = [k for k in sweep if k != "build"] + (["build"] if "build" in sweep else [])
+    reverse = False
     if fewest_boots:
-        domain = [k for k in names if is_domain_knob(k) and k != "build"]
-        names = domain + [k for k in names if k not in domain]
+        boot = [k for k in names if needs_boot(k, swap) and k != "build"]
+        names = boot + [k for k in names if k not in boot]
+        # only swapped NIC settings (and live knobs): no boot to save, every trial after the first a swap
+        reverse = bool(boot) or not any(is_domain_knob(k) for k in names if k != "build")
     combos.sort(key=lambda c: tuple(index[k][repr(c[k])] for k in names))
     rng = random.Random(seed) if order == "random" else None
     plan = []
     for r in range(repeat):
-        cycle = combos if r % 2 == 0 or not fewest_boots else list(reversed(combos))
+        cycle = combos if r % 2 == 0 or not reverse else list(reversed(combos))
         if rng is not None:
             cycle = list(cycle)
             rng.shuffle(cycle)
@@ -138,13 +143,15 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
             result.steadiness = _probe_host(db_path, profile.name, resume, steadiness_s, on_event)
         host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
         base = base_data(loaded)
-        course = _until_course(profile.sweep, request, order, seed) if request is not None else None
+        course = _until_course(profile.sweep, request, order, seed, profile.swap) if request is not None else None
         plan = [] if resume or course is not None else build_plan(profile.sweep, repeat or profile.repeat,
-                                                                  profile.backend == "libvirt", order, seed)
+                                                                  profile.backend == "libvirt", order, seed,
+                                                                  profile.swap)
         with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
                 LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
             result.run_id = session.run_id
-            _record_setting(session, result.steadiness, order, seed, resume, "build" in profile.sweep)
+            _record_setting(session, result.steadiness, order, seed, resume, "build" in profile.sweep,
+                            profile.swap if profile.backend == "libvirt" else None)
             todo = session.store.missing_plan(session.run_id) if resume else plan
             if resume:
                 base = session.store.run(session.run_id)["profile"]
@@ -226,11 +233,12 @@ def _probe_host(db_path: str | Path, lab: str, resume: bool, seconds: float,
     return steadiness
 
 
-def _until_course(sweep: dict[str, list[Any]], request: UntilRequest, order: str, seed: int | None) -> Until:
-    """The course of an until-decided sweep. A block is in the fewest-boots order on every lab (domain knobs
-    slowest; the embedded lab restarts on them too), and the next block, reversed, starts where this one
-    ended: one restart per block."""
-    configs = [e["config"] for e in build_plan(sweep, 1, True)]
+def _until_course(sweep: dict[str, list[Any]], request: UntilRequest, order: str, seed: int | None,
+                  swap: str = "hotplug") -> Until:
+    """The course of an until-decided sweep. A block is in the fewest-boots order on every lab (knobs that need
+    a boot slowest; the embedded lab restarts on them too), and the next block, reversed, starts where this one
+    ended: one restart per block. NIC settings a running guest swaps (``swap`` hotplug) are not ordered."""
+    configs = [e["config"] for e in build_plan(sweep, 1, True, swap=swap)]
     course = Until(sweep, configs, request.limit, request.threshold_pct, request.verdict_metric, order=order,
                    seed=seed, futility=request.futility)
     if request.verdict_metric is not None:
@@ -239,13 +247,16 @@ def _until_course(sweep: dict[str, list[Any]], request: UntilRequest, order: str
 
 
 def _record_setting(session: RunSession, steadiness: Steadiness | None, order: str, seed: int | None, resume: bool,
-                    sweeps_builds: bool) -> None:
-    """Into the run's info: the probe (its page and JSON show it; not its samples), and the order and seed
-    when they are not the plain interleaving (a random order, or builds alternating)."""
+                    sweeps_builds: bool, swap: str | None = None) -> None:
+    """Into the run's info: the probe (its page and JSON show it; not its samples), the order and seed
+    when they are not the plain interleaving (a random order, or builds alternating), and how a libvirt
+    guest reaches its configurations (``swap``: hotplug or boot)."""
     if steadiness is not None:
         session.store.update_run_info(session.run_id, steadiness=steadiness.to_dict(samples=False))
     if not resume and (order != "interleaved" or sweeps_builds):
         session.store.update_run_info(session.run_id, order=order, seed=seed)
+    if not resume and swap is not None:
+        session.store.update_run_info(session.run_id, swap=swap)
 
 
 def _entry_measurer(loaded: LoadedProfile, base: dict[str, Any], session: RunSession, labs: LabSession,
@@ -289,11 +300,11 @@ def _run_course(course: Until, session: RunSession, measure: Callable[[dict[str,
 
 
 def _record_boots(session: RunSession, labs: LabSession) -> None:
-    """The guests' boots and their time into the run's info (a resumed run adds to its first part)."""
+    """The guests' boots, NIC swaps and their time into the run's info (a resumed run adds to its first part)."""
     if not labs.boots:
         return
     info = labs.info()
     before = session.store.run(session.run_id)["info"]
-    session.store.update_run_info(session.run_id, boots=before.get("boots", 0) + info["boots"],
-                                  boot_s=round(before.get("boot_s", 0.0) + info["boot_s"], 2),
-                                  run_s=round(before.get("run_s", 0.0) + info["run_s"], 2))
+    added = {key: (round(before.get(key, 0) + value, 2) if isinstance(value, float) else before.get(key, 0) + value)
+             for key, value in info.items()}
+    session.store.update_run_info(session.run_id, **added)

@@ -149,6 +149,9 @@ class Profile(Model):
     #: or random (shuffled per repeat with ``seed``, recorded in the run's plan)
     order: Literal["interleaved", "random"] = "interleaved"
     seed: int | None = None
+    #: how a running libvirt guest reaches a trial whose NICs differ only in their settings (model, queues,
+    #: rings): hotplug (its NICs swapped in place, seconds) or boot (powered off and booted anew, as before)
+    swap: Literal["hotplug", "boot"] = "hotplug"
 
     @property
     def libvirt_uri(self) -> str:

@@ -95,6 +95,8 @@ class Progress:
     last: str = ""
     messages: list[str] = field(default_factory=list)
     measurements: int = 0  # NDR/PDR search measurements stored in this run so far (not counted in ``done``)
+    boots: int = 0  # trials of this sitting that booted their guest (libvirt)
+    swaps: int = 0  # trials of this sitting whose guest's NICs were hot-swapped
 
     def apply(self, event: Event) -> None:
         """Fold one event of the work in flight into the progress."""
@@ -115,7 +117,11 @@ class Progress:
             self.total = event.total or self.total
             self.elapsed_s = event.elapsed_s
             config = (event.data or {}).get("config", {})
-            self.last = f"{api.knob_label(config, ' ') or 'trial'} -> {api.trial_rate(event.record)}"
+            how = api.reached(event.record)  # the CLI's words: "swap 3.1 s", "boot 22.0 s"
+            self.boots += how.startswith("boot")
+            self.swaps += how.startswith("swap")
+            self.last = f"{api.knob_label(config, ' ') or 'trial'} -> {api.trial_rate(event.record)}" + \
+                (f" ({how})" if how else "")
         elif event.kind == "step":
             self.done, self.total = event.done or self.done, event.total or self.total
         elif event.kind in ("note", "steadiness"):
@@ -138,7 +144,9 @@ class Progress:
             return "no run yet" if self.state == "idle" else self.state
         total = self.total if self.total else "?"
         where = "" if self.source == "here" else " (read from the store)"
-        return f"run {self.run_id} {self.profile or ''}: {self.state}, {self.done}/{total} trials{where}"
+        guest = f", {self.boots} boot{'s' if self.boots != 1 else ''} and {self.swaps} NIC swap" \
+            f"{'s' if self.swaps != 1 else ''}" if self.boots or self.swaps else ""
+        return f"run {self.run_id} {self.profile or ''}: {self.state}, {self.done}/{total} trials{guest}{where}"
 
 
 def progress_of_run(run: dict[str, Any], records: Iterable[Any]) -> Progress:

@@ -16,6 +16,7 @@ from labctl.analysis.course import course_text, describe
 from labctl.analysis.grouping import knob_value, varying_knobs
 from labctl.analysis.report import Report, build_report
 from labctl.host.steadiness import UNSTEADY_WARNING
+from labctl.results.lines import reached
 from labctl.results.metrics import lower_is_better
 from labctl.results.record import TrialRecord, config_key, judged_trials
 
@@ -74,11 +75,12 @@ def warnings(report: Report, records: Sequence[TrialRecord]) -> list[dict[str, A
 
 def trials(records: Sequence[TrialRecord], knobs: Sequence[str], metric: str) -> list[dict[str, Any]]:
     """Every trial of the run (NDR/PDR measurements included, by their role): id, status, the varying
-    knobs, the metric, loss, accelerator, error and warnings."""
+    knobs, the metric, loss, accelerator, how a libvirt guest reached it (a boot or a NIC swap, with its
+    seconds: :func:`labctl.results.lines.reached`), error and warnings."""
     return [{"id": r.id, "status": r.status, "repeat": r.repeat_index, "role": r.details.get("role"),
              "knobs": {k: knob_value(r, k) for k in knobs}, "value": getattr(r.metrics, metric, None),
              "offered_mpps": r.metrics.offered_mpps, "loss_ratio": r.metrics.loss_ratio, "accel": r.env.accel,
-             "error": r.error, "warnings": list(r.warnings)} for r in records]
+             "reached": reached(r), "error": r.error, "warnings": list(r.warnings)} for r in records]
 
 
 def searches(records: Sequence[TrialRecord], knobs: Sequence[str]) -> list[dict[str, Any]]:

@@ -137,6 +137,16 @@ class GuestChannel:
             nics = [data for tag, data in self.lines[start:end] if tag == "LABCTL-NIC"]
             return nics, ready
 
+    def reprobe(self, timeout_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """After a NIC swap: (the NICs as the guest's kernel now negotiated them, the READY report), once the
+        guest found every NIC again and bound them (REPROBE; init.sh waits up to 60 s for the devices)."""
+        start = self.mark()
+        self.send("REPROBE")
+        end, ready = self.wait("LABCTL-READY", start, timeout_s, "the swapped NICs (REPROBE)")
+        with self._cond:
+            nics = [data for tag, data in self.lines[start:end] if tag == "LABCTL-NIC"]
+        return nics, ready
+
     def _errors_after(self, start: int) -> bool:
         with self._cond:
             return any(tag == "LABCTL-ERROR" for tag, _ in self.lines[start:])

@@ -43,6 +43,12 @@ from labctl.safefs import give_socket, qemu_gid, remove_stale
 
 BOOT_TIMEOUT_S = 600.0  # TCG boots take 10-30 s here; a busy 2-CPU host can take minutes
 FORWARDER_TIMEOUT_S = 300.0
+REPROBE_TIMEOUT_S = 120.0  # the guest's own wait for swapped NICs is 60 s (init.sh REPROBE), then binding
+
+
+def _settings(nic: Any) -> str:
+    """A NIC's swappable settings in a phase line: ``virtio queues 2 rx 1024 tx 256``."""
+    return f"{nic.model} queues {nic.queues} rx {nic.rx_ring} tx {nic.tx_ring}"
 
 
 def check_measurable(plan: LabPlan, uri: str) -> None:
@@ -213,6 +219,38 @@ class GuestDomain:
         self.negotiated = compare_nics(plan, nics)
         self.qemu_pid = qemu_pid(plan.domain_name) or None
         return t0
+
+    # -- a NIC swap (hot-unplug, hot-plug with new settings) -----------------------------------------
+
+    def swap_nics(self, plan: LabPlan, between: Callable[[], None] | None = None) -> dict[str, float]:
+        """The running domain's NICs swapped for ``plan``'s (same boot key: :meth:`LabPlan.boot_key`; the
+        forwarder ended before), ``between`` run while none is plugged (the host side restarted), then the
+        guest's view read back (:meth:`reprobe`): ``negotiated`` and ``ready`` are ``plan``'s after it. Returns
+        the seconds of each step. SwapError (or a WorkloadError/AgentError of the guest's side) when it did not
+        happen: the caller boots instead."""
+        from labctl.lab.libvirt import hotplug
+
+        assert self.dom is not None
+        if plan.boot_key() != self.plan.boot_key():
+            raise ValueError("a swap changes NIC settings only: this plan needs a boot")
+        self.phase(f"hot-swapping {plan.domain_name}'s NICs: "
+                   + "; ".join(f"nic{n.index} {_settings(n)}" for n in plan.nics))
+        steps = hotplug.swap_nics(self.uri, self.dom, self.plan, plan, RenderContext(vhost_net=self.vhost_net),
+                                  between)
+        self.plan = plan
+        t0 = time.monotonic()
+        self.phase("waiting for the guest to find its new NICs")
+        self.reprobe()
+        steps["guest_s"] = time.monotonic() - t0
+        return steps
+
+    def reprobe(self) -> None:
+        """After a swap: the guest's own view of its NICs (the appliance's REPROBE: found again, negotiated
+        rings and queues read as at boot, bound for DPDK or brought up), compared with the plan."""
+        assert self.channel is not None
+        nics, ready = self.channel.reprobe(REPROBE_TIMEOUT_S)
+        self.negotiated = compare_nics(self.plan, nics)
+        self.ready = ready
 
     def begin(self, host_side: Callable[[], None] | None) -> float:
         """The boot's start, once its XML is ready: the domain's directories, a stale serial log gone, then

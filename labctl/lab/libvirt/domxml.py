@@ -65,6 +65,13 @@ def _interface(devices: ET.Element, nic: NicPlan, vhost_net: bool = False, qemu_
     _sub(iface, "alias", name=f"ua-labctl-nic{nic.index}")
 
 
+def interface_xml(plan: LabPlan, nic: NicPlan, ctx: RenderContext) -> ET.Element:
+    """One NIC's ``<interface>`` as :func:`render` writes it into the domain (a hot-swap attaches it alone)."""
+    holder = ET.Element("devices")
+    _interface(holder, nic, ctx.vhost_net, qemu_server=plan.vswitch.kind == "ovs-dpdk")
+    return holder[0]
+
+
 def cmdline_for(plan: LabPlan, ctx: RenderContext) -> str:
     parts = [ctx.cmdline, *ctx.extra_cmdline]
     if ctx.domain_type == "qemu" and plan.needs_shared_memory and platform.TCG_VHOSTUSER_CMDLINE not in parts:

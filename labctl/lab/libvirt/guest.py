@@ -7,6 +7,11 @@
     trial: live pins -> the plan's forwarder started in the guest (FWD) -> links -> forwarding
            -> snapshots (the vswitch's telemetry and forward stats, the guest's forward stats over the
            channel) -> stop -> the forwarder ends (END); the guest stays up for the next trial
+    swap:  a trial whose NICs differ only in settings (:meth:`LabPlan.boot_key` the same; ``swap: hotplug``):
+           the NICs unplugged and plugged again with the new ``<driver>`` (:mod:`~labctl.lab.libvirt.hotplug`);
+           the host side matched (vhost-user servers restarted with the new queue count while no NIC is
+           plugged; af_packet ports started again on the new taps); the guest re-probes its NICs (REPROBE:
+           the rings and queues it negotiated, read as at boot, then bound for DPDK again)
     close: POWEROFF, else destroy; the vswitch quits; the ledger teardown removes the rest
 
 The vswitch is the traffic generator and sink as in the embedded lab (testpmd ``flowgen``); its ports
@@ -73,6 +78,8 @@ class GuestLab:
         self.host_side = ""
         self.boot_s = 0.0
         self.booted_now = False
+        #: how this trial reached its configuration ({"how": boot | hotplug | kept, "s", "note"}: LabSession's)
+        self.reached: dict[str, Any] = {}
         self._telemetry: Telemetry | None = None
         self.programs = Resolved()  # the binaries it runs, recorded (env.binaries)
 
@@ -167,6 +174,63 @@ class GuestLab:
         if sockets:
             wait_for_paths(proc, sockets)
             give_to_qemu(sockets)
+
+    def _stop_host_side(self) -> None:
+        """The host side quits (before it starts again for another queue count, or on new taps); its process
+        record is forgotten once it has gone (its runtime directory and sockets stay recorded: the next one
+        makes the same)."""
+        if self._telemetry is not None:
+            with contextlib.suppress(Exception):
+                self._telemetry.close()
+        for role, proc in (("vswitch", self.vswitch), ("generator", self.generator)):
+            if proc is None:
+                continue
+            proc.quit()
+            pid = self.pids.pop(role, None)
+            for resource in self.state.find("process"):
+                if pid is not None and resource.ident == str(pid):
+                    self.state.forget(resource)
+        self.vswitch = self.generator = self._telemetry = None
+
+    # -- a NIC swap ------------------------------------------------------------------------------
+
+    def swap_refusal(self, plan: LabPlan) -> str | None:
+        """Why this guest boots for ``plan`` instead of swapping its NICs (None: it swaps)."""
+        return None
+
+    def swap(self, plan: LabPlan) -> float:
+        """The running guest's NICs swapped for ``plan``'s (its boot key is this guest's; the forwarder ended at
+        the last trial's end); the host side matched; ``key`` and the negotiated NICs are ``plan``'s after it.
+        Returns the seconds it took (``timings["swap_s"]`` and its steps). SwapError, or the guest's
+        WorkloadError/AgentError: not swapped (the session boots instead)."""
+        t0 = time.monotonic()
+        old = self.plan
+        host_side = self.generator is not None or self.vswitch is not None
+        on_taps = host_side and not plan.vhostuser_nics  # af_packet ports: on the taps, which are new devices
+        queues = (old.vswitch.queues, old.generator.queues) != (plan.vswitch.queues, plan.generator.queues)
+        between = None
+        if host_side and plan.vhostuser_nics and self.own_host_side and queues:
+            def between() -> None:  # the servers QEMU connects to, with the new queue count, before any attach
+                self.phase(f"restarting the host side's vhost-user servers with {plan.vswitch.queues} queue(s)")
+                self._stop_host_side()
+                self.plan = plan
+                self._start_host_side(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
+        if on_taps:
+            self._stop_host_side()
+        steps = self.domain.swap_nics(plan, between)
+        self.plan = plan
+        self.key = plan.domain_key()
+        if on_taps:
+            devices = hypervisor.interface_devices(self.dom)
+            ifaces = {n.index: devices.get(n.mac, n.tap or "") for n in plan.nics}
+            self._start_host_side(host_ports(plan, nics=list(plan.nics), ifaces=ifaces), [])
+        self.after_swap()
+        swap_s = time.monotonic() - t0
+        self.timings.update({f"swap_{k}": round(v, 3) for k, v in steps.items()}, swap_s=swap_s)
+        return swap_s
+
+    def after_swap(self) -> None:
+        """What a variant of this lab redoes once the guest has its new NICs (the kernel stack's addresses)."""
 
     # -- one trial -------------------------------------------------------------------------------
 
@@ -266,7 +330,7 @@ class GuestLab:
     def details(self) -> dict[str, Any]:
         return {"nics": self.negotiated, "host_side": self.host_side, "guest": self.ready,
                 "boot": {"booted": self.booted_now, "boot_s": round(self.boot_s, 2) if self.booted_now else 0.0},
-                "domain_type": self.domain_type}
+                "reached": dict(self.reached), "domain_type": self.domain_type}
 
     def window_started(self) -> None:
         """The measurement window opens (nothing of the host side to clear here)."""

@@ -49,6 +49,9 @@ def _message(exc: Exception) -> str:
     return (text or str(exc)).splitlines()[0]
 
 
+message_of = _message  # a libvirtError's first line (its message), for the rooms that call libvirt themselves
+
+
 def domain_type_for(uri: str, kvm_usable: bool) -> str:
     if uri.startswith("test:"):
         return "test"
@@ -75,6 +78,9 @@ def _signals_pass() -> Iterator[None]:
         if isinstance(exc.__cause__, (KeyboardInterrupt, Interrupted)):
             raise exc.__cause__ from None
         raise
+
+
+signals_pass = _signals_pass
 
 
 def probe_emulators(uri: str) -> None:

@@ -42,6 +42,8 @@ from labctl.workload.forward import GuestCounters, Snapshot
 HOST_SIDE_ONLY = ("in-guest counters: none read from the image's forwarder; the guest's counters are the host "
                   "side's per-port counters (sent into each guest port, received from it)")
 STOP_TIMEOUT_S = 20.0
+REPROBE_S = 60.0  # a swapped NIC shows in the guest within seconds (ACPI hot-plug, then virtio_net's probe)
+RESCAN_AFTER_S = 5.0
 PROBE_PPS = 10_000  # the probe that shows the forwarder forwards: low enough for any guest, TCG included
 
 
@@ -112,6 +114,37 @@ class ImageDomain(GuestDomain):
         image_setup.bind(self.agent, self.pcis, self.driver)
         self.ready.update(driver=self.driver, hugepages=self.hugepages)
         return t0
+
+    def reprobe(self) -> None:
+        """After a NIC swap, through the agent: every NIC back (read by MAC until all are; a PCI bus rescan
+        after :data:`RESCAN_AFTER_S` in case the guest missed the ACPI notification), what its driver
+        negotiated (``ethtool -g/-l`` before binding, as at boot), then bound for DPDK again when it was
+        (hugepages stay reserved). AgentError when they do not all come back within :data:`REPROBE_S`."""
+        assert self.agent is not None
+        plan = self.plan
+        t0 = time.monotonic()
+        rescanned = False
+        while True:
+            nics = image_setup.read_nics(self.agent, plan)
+            if len(nics) == len(plan.nics):
+                break
+            waited = time.monotonic() - t0
+            if not rescanned and waited > RESCAN_AFTER_S:
+                with contextlib.suppress(AgentError):
+                    self.agent.write_file("/sys/bus/pci/rescan", b"1\n")
+                rescanned = True
+            if waited > REPROBE_S:
+                found = {n["mac"] for n in nics}
+                missing = [f"nic{n.index} ({n.mac})" for n in plan.nics if n.mac not in found]
+                raise AgentError(f"{plan.domain_name}: the guest shows no network device for {', '.join(missing)} "
+                                 f"{REPROBE_S:.0f} s after the swap")
+            signals.sleep(0.5)
+        self.negotiated = compare_nics(plan, nics)
+        by_mac = {n["mac"]: n for n in nics}
+        self.pcis = [by_mac[n.mac]["pci"] for n in plan.nics]
+        self.ready["pci"] = self.pcis
+        if self.driver:
+            image_setup.bind(self.agent, self.pcis, self.driver)
 
     # -- the forwarder ---------------------------------------------------------------------------
 
@@ -189,6 +222,16 @@ class ImageGuestLab(GuestLab):
         if self.domain.qemu_pid:
             self.pids["qemu"] = self.domain.qemu_pid
         return t0
+
+    def swap_refusal(self, plan: LabPlan) -> str | None:
+        """An image booted by its own loader under TCG with vhost-user NICs gets ``vectors=0`` per NIC through
+        ``<qemu:override>`` (domxml ``_no_msix``), which libvirt applies to the devices QEMU starts with, not to
+        a hot-plugged one (and QEMU 7.2 crashes with vhost-user and MSI-X under TCG): such a guest boots."""
+        image = plan.image
+        if image is not None and not image.kernel and self.domain_type == "qemu" and plan.needs_shared_memory:
+            return ("the image boots by its own loader under TCG, where each vhost-user NIC needs vectors=0 "
+                    "(qemu:override), which libvirt gives only to the devices a domain starts with")
+        return None
 
     def _host_ports(self) -> list[str]:
         from labctl.lab.embedded.vswitch import host_ports

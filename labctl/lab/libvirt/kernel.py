@@ -6,6 +6,8 @@ and TCP sessions (iperf3 streams, sockperf request/response) run between it and 
            -> addresses: tap: this lab's /30 (``labctl.lab.plan.tcp_subnet``) on the host's tap device
            and in the guest (NET); network: the bridge's address, the guest's from DHCP
            -> vhost-net workers pinned where the host has them (``guest.pinning.vhost``)
+    swap:  GuestLab's (the NIC unplugged and plugged with its new settings, REPROBE in the guest: brought up
+           again), then the addresses again (libvirt made the tap anew) and the vhost-net pins
     trial: live vCPU/emulator pins -> ``ethtool -L combined N`` in the guest (QUEUES, read back)
            -> servers on the receiving side, a client per session on the sending side (host processes
            tagged in the ledger; guest jobs over the channel: RUN) -> counters (STAT) -> results
@@ -81,6 +83,23 @@ class KernelGuestLab(GuestLab):
         check_kernel_measurable(plan, self.uri)
         self.state.record("tagged", tcp.tag, names=list(TOOLS))  # before any host-side tool starts
         t0 = self.boot_domain()
+        self._address()
+        self._pin_vhost()
+        self.boot_s = time.monotonic() - t0
+        self.booted_now = True
+        self.timings["boot_s"] = self.boot_s
+
+    def after_swap(self) -> None:
+        """A swapped NIC is a new device on both sides (libvirt made the tap again, the guest's driver a new
+        interface): its addresses set again, vhost-net workers pinned again."""
+        self._address()
+        self._pin_vhost()
+
+    def _address(self) -> None:
+        """The session's addresses: tap: this lab's /30 on the host's tap and in the guest (NET); network: the
+        bridge's address, the guest's from DHCP."""
+        plan, tcp = self.plan, self.plan.tcp
+        assert tcp is not None
         nic = plan.nics[0]
         self.host_dev = hypervisor.interface_devices(self.dom).get(nic.mac, nic.tap or "")
         if nic.backend == "tap":
@@ -95,10 +114,6 @@ class KernelGuestLab(GuestLab):
         where = self.host_dev if nic.backend == "tap" else f"network default's bridge via {self.host_dev}"
         self.host_side = (f"the host's kernel on {where} ({self.host_addr}), guest {self.guest_addr}; "
                           + ("vhost-net" if self.vhost_net else "QEMU's userspace virtio-net backend"))
-        self._pin_vhost()
-        self.boot_s = time.monotonic() - t0
-        self.booted_now = True
-        self.timings["boot_s"] = self.boot_s
 
     def _ask(self, command: str, tag: str, what: str, match: Callable[[Any], bool] = lambda _d: True) -> Any:
         assert self.channel is not None

@@ -72,6 +72,15 @@ class OvsGuestLab(OvsPvpHostSide, GuestLab):
         self.boot_s = self.timings["boot_s"] = time.monotonic() - t0
         self.booted_now = True
 
+    def swap_refusal(self, plan) -> str | None:
+        """Behind OVS-DPDK the generator's ports to OVS (net_virtio_user servers of gen{i}) are made for the
+        boot's queue count: a queue change boots. Rings swap (OVS's dpdkvhostuserclient ports reconnect to the
+        new NIC's socket by themselves)."""
+        if plan.generator.queues != self.plan.generator.queues:
+            return ("behind OVS-DPDK the generator's ports to OVS are made for the boot's queue count "
+                    f"({self.plan.generator.queues}, asked {plan.generator.queues})")
+        return None
+
     # -- OVS's part of a trial -------------------------------------------------------------------
 
     def start(self, plan=None) -> None:

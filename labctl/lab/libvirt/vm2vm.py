@@ -3,6 +3,8 @@
     boot:  the vswitch first (testpmd in io mode; its ``net_vhost`` server ports interleaved A0, B0, A1,
            B1 ... so that its paired port topology forwards A_i <-> B_i), then guest A and guest B,
            each the appliance in serve mode, QEMU connecting to the vswitch's sockets as the client
+    swap:  both guests' NICs unplugged, the vswitch restarted when the queue count changes, both plugged with the
+           new settings at their PCI addresses, both guests re-probing (REPROBE)
     trial: live pins of both -> B's forwarder (rxonly) and A's (txonly) started over their channels ->
            links -> B, the vswitch, then A start -> snapshots (both guests' forward stats over their
            channels, the vswitch's forward stats) -> stop; both guests stay up for the next trial
@@ -63,6 +65,7 @@ class Vm2vmGuestLab:
         self.timings: dict[str, float] = {}
         self.boot_s = 0.0
         self.booted_now = False
+        self.reached: dict[str, Any] = {}  # how this trial reached its configuration (LabSession's)
         self.hugepages = plan.hugepages
         self.programs = Resolved()  # the binaries it runs (the plan's build, else the host's), recorded
 
@@ -99,13 +102,7 @@ class Vm2vmGuestLab:
             self.state.record("path", str(sock))
             remove_stale(sock)
         self.phase("starting the vswitch (vhost-user servers for guests A and B)")
-        self.vswitch = vswitch_testpmd(plan, None, forward_mode="io", vdevs=host_ports(plan, nics=ports),
-                                       program=vswitch)
-        start_recorded(self.state, self.vswitch)
-        self.vswitch.wait_ready()
-        self._telemetry = Telemetry.connect(self.vswitch.eal.file_prefix)
-        wait_for_paths(self.vswitch, sockets)
-        give_to_qemu(sockets)
+        self._start_vswitch(vswitch)
         for name, guest in (("A", self.a), ("B", self.b)):
             self.phase(f"guest {name}")
             guest.boot()
@@ -115,6 +112,74 @@ class Vm2vmGuestLab:
         self.boot_s = time.monotonic() - t0
         self.booted_now = True
         self.timings["boot_s"] = self.boot_s
+
+    # -- a NIC swap ------------------------------------------------------------------------------
+
+    def swap_refusal(self, plan: LabPlan) -> str | None:
+        return None
+
+    def swap(self, plan: LabPlan) -> float:
+        """Both guests' NICs swapped for ``plan``'s (guest B's for ``plan.peer()``): A's and B's unplugged, the
+        vswitch restarted with the new queue count while none is plugged (when it changed), both plugged again
+        at their PCI addresses, both guests re-probing their NICs. Returns the seconds it took."""
+        from labctl.lab.libvirt import hotplug
+        from labctl.lab.libvirt.domxml import RenderContext
+
+        t0 = time.monotonic()
+        old = self.plan
+        hotplug.check_same_nics(old, plan)
+        self.phase("hot-swapping both guests' NICs")
+        olds = {id(g): hotplug.unplug(self.uri, g.dom, g.plan) for g in (self.a, self.b)}
+        t1 = time.monotonic()
+        if old.vswitch.queues != plan.vswitch.queues:
+            self.phase(f"restarting the vswitch with {plan.vswitch.queues} queue(s)")
+            self._stop_vswitch()
+            self.plan = plan
+            self._start_vswitch()
+        t2 = time.monotonic()
+        for guest, new in ((self.a, plan), (self.b, plan.peer())):
+            hotplug.plug(guest.dom, new, olds[id(guest)], RenderContext())
+            guest.plan = new
+        t3 = time.monotonic()
+        for guest in (self.a, self.b):
+            guest.reprobe()
+        self.plan = plan
+        self.key = plan.domain_key()
+        swap_s = time.monotonic() - t0
+        self.timings.update(swap_detach_s=round(t1 - t0, 3), swap_between_s=round(t2 - t1, 3),
+                            swap_attach_s=round(t3 - t2, 3), swap_guest_s=round(time.monotonic() - t3, 3),
+                            swap_s=swap_s)
+        return swap_s
+
+    def _start_vswitch(self, program: Any = None) -> None:
+        """The testpmd vswitch in io mode with a net_vhost server per NIC of A and B (ports A0, B0, A1, B1 ...),
+        its sockets handed to QEMU's group."""
+        plan = self.plan
+        ports = self._ports()
+        sockets = [nic.socket for nic in ports]
+        program = program or self.programs.add(resolve(plan.build, "vswitch"))
+        for sock in sockets:
+            remove_stale(sock)  # a server that quit may leave its socket file
+        self.vswitch = vswitch_testpmd(plan, None, forward_mode="io", vdevs=host_ports(plan, nics=ports),
+                                       program=program)
+        start_recorded(self.state, self.vswitch)
+        self.vswitch.wait_ready()
+        self._telemetry = Telemetry.connect(self.vswitch.eal.file_prefix)
+        wait_for_paths(self.vswitch, sockets)
+        give_to_qemu(sockets)
+
+    def _stop_vswitch(self) -> None:
+        """The vswitch quits (its process record forgotten once it has gone; its sockets stay recorded)."""
+        if self._telemetry is not None:
+            with contextlib.suppress(Exception):
+                self._telemetry.close()
+        if self.vswitch is not None:
+            pid = self.vswitch.proc.pid if self.vswitch.proc is not None else None
+            self.vswitch.quit()
+            for resource in self.state.find("process"):
+                if pid is not None and resource.ident == str(pid):
+                    self.state.forget(resource)
+        self.vswitch = self._telemetry = None
 
     # -- one trial -------------------------------------------------------------------------------
 
@@ -204,7 +269,8 @@ class Vm2vmGuestLab:
                 "host_side": "vm2vm: guest A (txonly) -> a testpmd vswitch in io mode (net_vhost servers) -> "
                              "guest B (rxonly)",
                 "guest": self.a.ready, "guest_b": self.b.ready, "domain_type": self.a.domain_type,
-                "boot": {"booted": self.booted_now, "boot_s": round(self.boot_s, 2) if self.booted_now else 0.0}}
+                "boot": {"booted": self.booted_now, "boot_s": round(self.boot_s, 2) if self.booted_now else 0.0},
+                "reached": dict(self.reached)}
 
     def record_warnings(self) -> list[str]:
         out = self.a.record_warnings()

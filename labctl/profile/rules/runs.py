@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from labctl.errors import Problem
-from labctl.profile.rules.registry import out_of_range, rule, warn
+from labctl.profile.rules.registry import err, out_of_range, rule, warn
 from labctl.profile.schema import Profile
 
 
@@ -22,3 +22,18 @@ def _order(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
       "labctl report statistics")
 def _repeat(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     yield from out_of_range("repeat", p.repeat, 1, 100)
+
+
+@rule("swap", "A guest's NIC settings (model, queues, rings) change on the running guest by PCI hot-plug: the NICs "
+      "are unplugged and plugged again with the new settings, in seconds where a boot takes a minute; a guest or "
+      "host that refuses boots instead, and says so. It is how a run reaches its configurations, not a knob: "
+      "each record says which it was.",
+      "libvirt virDomainDetachDeviceFlags/virDomainAttachDeviceFlags (VIR_DOMAIN_AFFECT_LIVE, "
+      "VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED); ACPI PCI hot-plug of QEMU's pc machine")
+def _swap(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
+    if "swap" in p.sweep:
+        yield err("sweep.swap", "swap is how a run reaches its configurations, not a knob to sweep (allowed: "
+                  "swap: hotplug or boot in the profile, or --swap)")
+    if p.backend == "embedded" and p.swap != "hotplug":
+        yield warn("swap", f"swap {p.swap} has no effect on the embedded backend (its processes start for every "
+                   "trial; allowed to matter: backend libvirt)")

@@ -221,3 +221,44 @@ def test_memory_restarts_a_libvirt_guest_but_not_the_embedded_lab():
         bigger = profile.model_copy(update={"guest": profile.guest.model_copy(
             update={"memory_mib": profile.guest.memory_mib * 2})})
         assert (derive(profile).domain_key() == derive(bigger).domain_key()) is same, stem
+
+
+def test_nic_settings_change_the_domain_but_not_what_needs_a_boot():
+    """LabPlan.boot_key: the domain key without the NICs' model, queues and rings (a hot-swap changes those);
+    their count and backends, the guest's size and every other domain knob still need a boot."""
+    base = load_profile(DOMAINS / "guest-vhostuser.yaml", cpus=CPUS).profile
+    plan = derive(base)
+    for knob, value in (("guest.nics.*.rx_queue_size", 1024), ("guest.nics.*.tx_queue_size", 512),
+                        ("guest.nics.*.queues", 2), ("guest.nics.0.queues", 2)):
+        other = derive(load_profile(DOMAINS / "guest-vhostuser.yaml", {knob: value}, cpus=CPUS).profile)
+        assert other.domain_key() != plan.domain_key() and other.boot_key() == plan.boot_key(), knob
+    for knob, value in (("guest.vcpus", 2), ("guest.memory_mib", 2048), ("guest.nics.*.backend", "tap")):
+        other = derive(load_profile(DOMAINS / "guest-vhostuser.yaml", {knob: value}, cpus=CPUS).profile)
+        assert other.boot_key() != plan.boot_key(), knob
+    assert plan.swap == "hotplug"
+    assert derive(load_profile(DOMAINS / "guest-vhostuser.yaml", {"swap": "boot"}, cpus=CPUS).profile).swap == "boot"
+
+
+@pytest.mark.parametrize("knob, hotplug, boot", [
+    ("guest.nics.*.rx_queue_size", "swap", "boot"), ("guest.nics.0.queues", "swap", "boot"),
+    ("guest.nics.*.tx_queue_size", "swap", "boot"), ("guest.nics.*.model", "swap", "boot"),
+    ("guest.nics.*.backend", "boot", "boot"), ("guest.vcpus", "boot", "boot"), ("guest.memory_mib", "boot", "boot"),
+    ("guest.hugepages", "boot", "boot"), ("build", "boot", "boot"), ("vswitch.kind", "boot", "boot"),
+    ("guest.pinning.vcpus.0", "live", "live"), ("workload.burst", "live", "live"), ("workload.rxd", "live", "live"),
+])
+def test_each_knob_is_live_swapped_or_booted(knob, hotplug, boot):
+    from labctl.lab.plan import knob_kind, needs_boot
+
+    assert knob_kind(knob) == hotplug and knob_kind(knob, "boot") == boot
+    assert needs_boot(knob) is (hotplug == "boot")
+
+
+def test_a_bad_swap_is_one_line_naming_the_option_and_the_values():
+    from labctl.errors import KnobError
+    from labctl.lab.plan import check_swap
+
+    check_swap(None)
+    check_swap("boot")
+    with pytest.raises(KnobError, match=r"^--swap reboot: not a way to reach a configuration \(allowed: hotplug, "
+                                        r"boot\)$"):
+        check_swap("reboot")

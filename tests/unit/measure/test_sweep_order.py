@@ -42,3 +42,21 @@ def test_random_order_is_seeded_and_shuffles_within_each_repeat():
             map(repr, (e["config"] for e in build_plan(sweep, repeat=1))))
     with pytest.raises(KnobError, match=r"--order sorted: not an order \(allowed: interleaved, random\)"):
         build_plan(sweep, repeat=1, order="sorted")
+
+
+def test_nic_settings_alternate_freely_when_the_guest_swaps_them():
+    """With swap hotplug a NIC-only sweep is plain A B A B (one boot, then a swap per trial); with swap boot it
+    keeps the fewest-boots order (A B, B A: a boot per change, one saved per cycle)."""
+    sweep = {"guest.nics.*.rx_queue_size": [256, 1024]}
+    rings = [e["config"]["guest.nics.*.rx_queue_size"] for e in build_plan(sweep, 3, fewest_boots=True)]
+    assert rings == [256, 1024, 256, 1024, 256, 1024]
+    booted = [e["config"]["guest.nics.*.rx_queue_size"] for e in build_plan(sweep, 3, fewest_boots=True, swap="boot")]
+    assert booted == [256, 1024, 1024, 256, 256, 1024]
+
+
+def test_a_knob_that_needs_a_boot_stays_slowest_beside_swapped_nic_settings():
+    plan = build_plan({"guest.nics.*.queues": [1, 2], "guest.vcpus": [1, 2]}, 2, fewest_boots=True)
+    vcpus = [e["config"]["guest.vcpus"] for e in plan]
+    assert vcpus == [1, 1, 2, 2, 2, 2, 1, 1]  # two boots in the first cycle, one in the next
+    queues = [e["config"]["guest.nics.*.queues"] for e in plan]
+    assert queues == [1, 2, 1, 2, 2, 1, 2, 1]

@@ -17,6 +17,12 @@
 #                           TP COMMAND         -> one command at testpmd's prompt (start, stop,
 #                                                 show fwd stats all: a LABCTL-STATS line with "seq")
 #                           END                -> quit testpmd; LABCTL-FWD-END {json}
+#                           REPROBE            -> after the host swapped the NICs (PCI hot-unplug, then hot-plug with
+#                                                 new settings, MACs kept): wait until every NIC of labctl.macs is
+#                                                 back with its kernel driver (a PCI rescan after 5 s if not), then as
+#                                                 after a boot: the LABCTL-NIC lines (negotiated rings and queues, read
+#                                                 before binding), the NICs bound for DPDK again (stack dpdk) or up
+#                                                 (stack kernel), LABCTL-READY {json} as HELLO's; or LABCTL-ERROR
 #                           POWEROFF           -> LABCTL-DONE and power off
 #                         with labctl.stack=kernel the NICs stay with the kernel's virtio_net (no binding, no
 #                         hugepages, no FWD) for the tcp workloads (labctl.workload.tcp), and these commands:
@@ -344,8 +350,14 @@ report_nics() {
 prepare_ports() {
     # the virtio-net NICs reported (LABCTL-NIC), bound to the userspace driver, hugepages reserved;
     # sets nics_json, maxq, allow
-    driver=${LABCTL_driver:-uio_pci_generic}
     report_nics || return 1
+    bind_ports || return 1
+    reserve_hugepages
+}
+
+bind_ports() {
+    # every NIC of pcis bound to labctl.driver; sets driver, allow
+    driver=${LABCTL_driver:-uio_pci_generic}
     case "$driver" in
         uio_pci_generic) load_modules uio ;;
         vfio-pci|vfio_pci)
@@ -367,6 +379,10 @@ prepare_ports() {
         fi
         allow="$allow -a $pci"
     done
+    return 0
+}
+
+reserve_hugepages() {
     # hugepages (2 MiB): DPDK needs physical addresses for a PCI device without an IOMMU
     mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
     if [ -n "$LABCTL_hugepages" ]; then
@@ -705,6 +721,41 @@ prepare_kernel() {
     return 0
 }
 
+macs_present() {
+    # every MAC of labctl.macs on a network device with its driver bound (0), else 1
+    for mac in $(echo "$LABCTL_macs" | tr ',' ' '); do
+        found=
+        for d in /sys/class/net/*; do
+            [ -e "$d/device/driver" ] || continue
+            [ "$(cat "$d/address" 2>/dev/null)" = "$mac" ] && { found=1; break; }
+        done
+        [ -n "$found" ] || return 1
+    done
+    return 0
+}
+
+reprobe() {
+    # REPROBE: the host detached the NICs and attached new ones (same MACs, new <driver> settings): wait for
+    # them (ACPI PCI hot-plug: the kernel's acpiphp probes the slot; a bus rescan after 5 s in case the
+    # notification was missed), then report, bind or bring them up as at boot, and answer as HELLO does
+    [ -n "$fwd_running" ] && fwd_end
+    i=0
+    while ! macs_present; do
+        i=$((i + 1))
+        [ "$i" -eq 25 ] && echo 1 >/sys/bus/pci/rescan 2>/dev/null
+        if [ "$i" -ge 300 ]; then
+            error reprobe "the NICs $LABCTL_macs did not all come back within 60 s"
+            return
+        fi
+        sleep 0.2
+    done
+    case "$stack" in
+        kernel) prepare_kernel || return ;;
+        *) { report_nics && bind_ports; } || return ;;
+    esac
+    emit "LABCTL-READY {\"vcpus\": $(nproc), \"maxq\": $maxq, \"stack\": $(json_str "$stack"), \"reprobed\": true}"
+}
+
 mode_serve() {
     if [ -z "$LABCTL_channel" ]; then
         error args "serve mode needs labctl.channel"
@@ -753,6 +804,7 @@ mode_serve() {
                 fi
                 ;;
             END) fwd_end ;;
+            REPROBE) reprobe ;;
             POWEROFF)
                 [ -n "$fwd_running" ] && fwd_end
                 [ "$stack" = kernel ] && kernel_kill
