@@ -128,3 +128,92 @@ def build_binary(folder, name: str = "dpdk-testpmd", copy_of=None, script: str |
         path.write_text(f"#!/bin/sh\n{script}\n")
     os.chmod(path, 0o755)
     return path
+
+
+class HotplugDomain:
+    """A running libvirt domain as a NIC hot-swap sees it (libvirt's test driver has no device hot-plug): live XML
+    whose interfaces get PCI addresses; a detach is a request its guest answers after ``answer_after`` reads of the
+    live XML (None: never), as QEMU removes a device only once the guest ejected it; an attach of an interface with
+    the MAC ``refuse_mac`` is refused as QEMU refuses a device. ``calls``: (detach|attach, MAC) in order."""
+
+    def __init__(self, xml: str, answer_after: int | None = 1, refuse_mac: str | None = None, name: str = "labctl-fx-hot"):
+        import itertools
+        import uuid
+        import xml.etree.ElementTree as ET
+
+        root = ET.fromstring(xml)
+        for slot, interface in zip(itertools.count(3), root.findall("devices/interface")):
+            if interface.find("address") is None:
+                ET.SubElement(interface, "address", {"type": "pci", "domain": "0x0000", "bus": "0x00",
+                                                     "slot": f"0x{slot:02x}", "function": "0x0"})
+        self.root = root
+        self.answer_after = answer_after
+        self.refuse_mac = refuse_mac
+        self.pending: dict[str, int] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.uuid = str(uuid.uuid4())
+        self._name = name
+
+    @staticmethod
+    def _mac(interface) -> str:
+        mac = interface.find("mac")
+        return (mac.get("address", "") if mac is not None else "").lower()
+
+    def name(self) -> str:
+        return self._name
+
+    def UUIDString(self) -> str:
+        return self.uuid
+
+    def isActive(self) -> bool:
+        return True
+
+    def XMLDesc(self, _flags: int = 0) -> str:
+        import xml.etree.ElementTree as ET
+
+        devices = self.root.find("devices")
+        for mac in list(self.pending):
+            self.pending[mac] -= 1
+            if self.pending[mac] < 0:
+                for interface in devices.findall("interface"):
+                    if self._mac(interface) == mac:
+                        devices.remove(interface)
+                del self.pending[mac]
+        return ET.tostring(self.root, encoding="unicode")
+
+    def detachDeviceFlags(self, xml: str, _flags: int) -> None:
+        import xml.etree.ElementTree as ET
+
+        mac = self._mac(ET.fromstring(xml))
+        self.calls.append(("detach", mac))
+        if self.answer_after is not None:
+            self.pending[mac] = self.answer_after
+
+    def attachDeviceFlags(self, xml: str, _flags: int) -> None:
+        import xml.etree.ElementTree as ET
+
+        interface = ET.fromstring(xml)
+        self.calls.append(("attach", self._mac(interface)))
+        if self._mac(interface) == self.refuse_mac:
+            raise QemuRefused("internal error: unable to execute QEMU command 'device_add': Bus 'pci.0' does not "
+                              "support hotplugging")
+        self.root.find("devices").append(interface)
+
+
+def _qemu_refused():
+    import libvirt
+
+    class QemuRefused(libvirt.libvirtError):
+        """libvirt's error as the daemon sends it (a libvirtError made here would read the process's last error)."""
+
+        def __init__(self, message: str):
+            Exception.__init__(self, message)
+            self.message = message
+
+        def get_error_message(self) -> str:
+            return self.message
+
+    return QemuRefused
+
+
+QemuRefused = _qemu_refused()

@@ -35,6 +35,8 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
           nic: Optional[str] = typer.Option(None, "--nic", help="only the interface with this MAC"),
           uri: Optional[str] = typer.Option(None, "--uri", help="libvirt URI (default qemu:///system)"),
           restart: bool = typer.Option(False, "--restart", help="restart the domain for what needs it"),
+          live: bool = typer.Option(False, "--live", help="swap a running domain's changed NICs in place (PCI "
+                                    "hot-plug: unplugged, plugged again with the new queues and rings)"),
           dry_run: bool = typer.Option(False, "--dry-run", help="print the diff and lines, write nothing"),
           verify: bool = typer.Option(False, "--verify", help="requested against negotiated per NIC"),
           undo: bool = typer.Option(False, "--undo", help="restore the domain XML saved before the first change")) -> None:
@@ -57,8 +59,9 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
         raise UserError("--db is for --run (allowed: --run N [--db STORE])")
     advice = api.advise(db or api.DEFAULT_DB, run) if run is not None else None
     if xml is not None:
-        if uri is not None or restart:
-            raise UserError("--uri and --restart are for a defined domain (allowed with --xml: --out, --dry-run)")
+        if uri is not None or restart or live:
+            raise UserError("--uri, --restart and --live are for a defined domain (allowed with --xml: --out, "
+                            "--dry-run)")
         edit = api.apply_xml(xml, out, list(set_ or []), profile, advice, nic, dry_run)
         _print_edit(edit, dry_run)
         if dry_run:
@@ -68,7 +71,7 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
         return
     if out is not None:
         raise UserError("--out is for --xml (a defined domain is changed in libvirt)")
-    result = api.apply_domain(domain, uri, list(set_ or []), profile, advice, nic, restart, dry_run)
+    result = api.apply_domain(domain, uri, list(set_ or []), profile, advice, nic, restart, dry_run, live)
     _print_edit(result.edit, dry_run)
     for line in result.applied_live:
         typer.echo(f"live: {line}")

@@ -92,13 +92,15 @@ def apply_xml(xml_in: str | Path, out: str | Path | None, knobs: Sequence[str] =
 
 
 def apply_domain(name: str, uri: str | None = None, knobs: Sequence[str] = (), profile: str | Path | None = None,
-                 advice: Any = None, nic: str | None = None, restart: bool = False, dry_run: bool = False):
+                 advice: Any = None, nic: str | None = None, restart: bool = False, dry_run: bool = False,
+                 live: bool = False):
     """Apply the settings to the defined domain ``name`` (``labctl.domain_edit.live.apply_live``: the original
-    saved first, ``defineXML``, live pins, ``restart`` if asked). Returns its LiveResult."""
+    saved first, ``defineXML``, live pins, ``live``: the running domain's changed NICs swapped in place,
+    ``restart`` if asked). Returns its LiveResult."""
     from labctl.domain_edit.live import apply_live
 
     changes, notes = resolve_changes(knobs, profile, advice, nic)
-    result = apply_live(name, uri, changes, restart=restart, dry_run=dry_run)
+    result = apply_live(name, uri, changes, restart=restart, dry_run=dry_run, live=live)
     result.edit.lines[:0] = notes
     return result
 

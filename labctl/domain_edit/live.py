@@ -10,20 +10,25 @@ attributes, ``<cputune>`` pins and ``<memoryBacking>``); this module does what t
 3. the hypervisor's CPUs (``virConnectGetCPUMap``): a cpuset naming a CPU the host lacks is refused;
 4. keep the original (``originals.py``; the first one stays), then ``defineXML``;
 5. a running domain: the new vCPU and emulator pins applied live (``virDomainPinVcpuFlags`` /
-   ``virDomainPinEmulator`` with ``VIR_DOMAIN_AFFECT_LIVE``); what needs a restart is listed, and
-   ``restart=True`` shuts the domain down (ACPI, then destroy after a timeout) and starts it;
+   ``virDomainPinEmulator`` with ``VIR_DOMAIN_AFFECT_LIVE``); with ``live=True`` each interface whose
+   ``<driver>`` changed is swapped in place (:mod:`labctl.lab.libvirt.hotplug`: detached, the guest's
+   release waited for through libvirt's device-removed event, attached again with the new settings at its
+   PCI address; refused or not released in time: the old one stays or is plugged back, and a note says the
+   change waits for the next start); what still needs a restart is listed, and ``restart=True`` shuts the
+   domain down (ACPI, then destroy after a timeout) and starts it;
 6. vhost pins: labctl's qemu hook (``hook.py``), and the running domain's vhost threads pinned now.
 """
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from labctl.domain_edit import hook, originals
-from labctl.errors import HypervisorError, UserError
+from labctl.errors import HypervisorError, SwapError, UserError
 from labctl.host.cpuset import format_cpuset, parse_cpuset
-from labctl.lab.libvirt import hypervisor
+from labctl.lab.libvirt import hotplug, hypervisor
 
 if TYPE_CHECKING:  # the XML core (labctl/domain_edit/edit.py, changes.py)
     from labctl.domain_edit.changes import Changes
@@ -165,9 +170,64 @@ def _local(uri: str) -> bool:
     return not urlsplit(uri).netloc
 
 
+def _interfaces_by_mac(xml: str) -> dict[str, tuple[int, ET.Element]]:
+    """A domain XML's ``<interface>`` elements by MAC, with their index among the interfaces."""
+    root = ET.fromstring(xml)
+    out = {}
+    for index, interface in enumerate(root.findall("devices/interface")):
+        mac = hotplug.mac_of(interface)
+        if mac:
+            out[mac] = (index, interface)
+    return out
+
+
+def _driver(interface: ET.Element) -> dict[str, str]:
+    driver = interface.find("driver")
+    return dict(driver.attrib) if driver is not None else {}
+
+
+def _swap_live(uri: str, dom, name: str, before: str, after: str, result: LiveResult) -> list[int]:
+    """Each interface whose ``<driver>`` changed between the two inactive XMLs swapped in the running domain (the
+    new element attached at the live one's PCI address); the indexes swapped. What could not be is a note."""
+    old_ifaces, new_ifaces = _interfaces_by_mac(before), _interfaces_by_mac(after)
+    live = {hotplug.mac_of(i): i for i in hotplug.live_interfaces(dom)}
+    swapped = []
+    for mac, (index, new) in new_ifaces.items():
+        old = old_ifaces.get(mac, (index, None))[1]
+        if old is None or _driver(old) == _driver(new):
+            continue
+        label = f"interface {index} ({mac})"
+        running = live.get(mac)
+        if running is None:
+            result.notes.append(f"{label}: not in the running domain; it takes the new settings at its next start")
+            continue
+        try:
+            hotplug.detach(uri, dom, [running], [label], name)
+        except SwapError as exc:
+            result.notes.append(f"{label}: not swapped live ({exc}); it takes the new settings at its next start "
+                                "(--restart)")
+            continue
+        try:
+            hotplug.attach(dom, new, running, f"{name}: attaching {label}")
+        except SwapError as exc:
+            try:
+                hotplug.attach(dom, old, running, f"{name}: plugging {label} back")
+                back = "the old one was plugged back"
+            except SwapError as again:
+                back = f"the old one could not be plugged back either ({again}): the domain runs without it"
+            result.notes.append(f"{label}: the new settings were refused live ({exc}); {back}; they take effect at "
+                                "the next start (--restart)")
+            continue
+        settings = ", ".join(f"{k} {v}" for k, v in sorted(_driver(new).items()) if k != "name")
+        result.applied_live.append(f"{label}: swapped live (unplugged, plugged again with {settings})")
+        swapped.append(index)
+    return swapped
+
+
 def apply_live(name: str, uri: str | None, changes: "Changes", restart: bool = False, dry_run: bool = False,
-               shutdown_timeout_s: float = 60.0) -> LiveResult:
-    """Apply ``changes`` to the defined domain ``name`` (see the module's docstring for the steps)."""
+               shutdown_timeout_s: float = 60.0, live: bool = False) -> LiveResult:
+    """Apply ``changes`` to the defined domain ``name`` (see the module's docstring for the steps); ``live``:
+    a running domain's changed NICs are swapped in place."""
     from labctl.domain_edit.edit import apply_changes
 
     uri = uri or DEFAULT_URI
@@ -197,6 +257,13 @@ def apply_live(name: str, uri: str | None, changes: "Changes", restart: bool = F
     running = bool(dom.isActive())
     if running and (vcpus or emulator is not None):
         result.applied_live += _pin_live(dom, vcpus, emulator, cpumap_len)
+    if live and edit.changed and changes.nics:
+        if running:
+            swapped = _swap_live(uri, dom, name, before, edit.xml, result)
+            edit.restart_needed = [line for line in edit.restart_needed
+                                   if not any(line.startswith(f"interface {i} (") for i in swapped)]
+        else:
+            result.notes.append(f"--live: {name} is not running; its NICs take the new settings when it starts")
     if vhost is not None:
         result.applied_live += _vhost(dom, uuid, name, vhost, running, result)
     if running and restart and edit.changed and edit.restart_needed:

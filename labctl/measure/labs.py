@@ -186,6 +186,7 @@ class LabSession:
         if plan.swap == "hotplug" and guest.plan.boot_key() == plan.boot_key():
             refusal = guest.swap_refusal(plan)
             if refusal is None:
+                self._phase("swap")  # the fault matrix's point phase.swap; the guest's own phases follow
                 try:
                     swap_s = guest.swap(plan)
                 except LabFault as exc:

@@ -29,6 +29,7 @@ before the registration (labctl's others) delivers no events.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -183,7 +184,7 @@ def _call(action: Callable[..., Any], xml: str, what: str) -> None:
         raise SwapError(f"{what}: {hypervisor.message_of(exc)}") from None
 
 
-def unplug(uri: str, dom: Any, plan: LabPlan, timeout_s: float = DETACH_TIMEOUT_S) -> list[ET.Element]:
+def unplug(uri: str, dom: Any, plan: LabPlan, timeout_s: float | None = None) -> list[ET.Element]:
     """Every NIC of ``plan`` detached from the running ``dom``, waited for until the guest released them all;
     their live ``<interface>`` elements (the PCI addresses :func:`plug` keeps), in the plan's order. SwapError:
     the domain lacks one of them, QEMU refused, or the guest did not release them within ``timeout_s``."""
@@ -193,28 +194,41 @@ def unplug(uri: str, dom: Any, plan: LabPlan, timeout_s: float = DETACH_TIMEOUT_
     if missing:
         raise SwapError(f"{name}: the running domain has no interface for {', '.join(missing)}")
     olds = [live[n.mac] for n in plan.nics]
-    with RemovalWatch(uri, dom) as watch:
-        for nic, interface in zip(plan.nics, olds):
-            _call(dom.detachDeviceFlags, ET.tostring(interface, encoding="unicode"),
-                  f"{name}: detaching nic{nic.index}")
-        watch.wait({alias_of(i) for i in olds}, {n.mac for n in plan.nics}, timeout_s, name)
+    detach(uri, dom, olds, [f"nic{n.index}" for n in plan.nics], name, timeout_s)
     return olds
+
+
+def detach(uri: str, dom: Any, interfaces: list[ET.Element], labels: list[str], name: str,
+           timeout_s: float | None = None) -> float:
+    """The live ``interfaces`` detached from ``dom`` and waited for (:class:`RemovalWatch`, at most ``timeout_s``,
+    :data:`DETACH_TIMEOUT_S` by default); the seconds it took."""
+    timeout_s = DETACH_TIMEOUT_S if timeout_s is None else timeout_s
+    with RemovalWatch(uri, dom) as watch:
+        for label, interface in zip(labels, interfaces):
+            _call(dom.detachDeviceFlags, ET.tostring(interface, encoding="unicode"), f"{name}: detaching {label}")
+        return watch.wait({alias_of(i) for i in interfaces}, {mac_of(i) for i in interfaces}, timeout_s, name)
+
+
+def attach(dom: Any, interface: ET.Element, previous: ET.Element, what: str) -> None:
+    """``interface`` attached to the running ``dom`` at the PCI address of ``previous`` (the device it replaces)."""
+    interface = copy.deepcopy(interface)
+    for old in interface.findall("address"):
+        interface.remove(old)
+    address = previous.find("address")
+    if address is not None:
+        interface.append(copy.deepcopy(address))
+    _call(dom.attachDeviceFlags, ET.tostring(interface, encoding="unicode"), what)
 
 
 def plug(dom: Any, plan: LabPlan, olds: list[ET.Element], ctx: RenderContext) -> None:
     """Every NIC of ``plan`` attached to the running ``dom`` as the domain XML renders it, each at the PCI address
     of the device it replaces (``olds``, in the plan's order). SwapError: QEMU refused one."""
     for nic, previous in zip(plan.nics, olds):
-        interface = interface_xml(plan, nic, ctx)
-        address = previous.find("address")
-        if address is not None:
-            interface.append(address)
-        _call(dom.attachDeviceFlags, ET.tostring(interface, encoding="unicode"),
-              f"{plan.domain_name}: attaching nic{nic.index}")
+        attach(dom, interface_xml(plan, nic, ctx), previous, f"{plan.domain_name}: attaching nic{nic.index}")
 
 
 def swap_nics(uri: str, dom: Any, old: LabPlan, new: LabPlan, ctx: RenderContext,
-              between: Callable[[], None] | None = None, timeout_s: float = DETACH_TIMEOUT_S) -> dict[str, float]:
+              between: Callable[[], None] | None = None, timeout_s: float | None = None) -> dict[str, float]:
     """Every NIC of ``old`` unplugged from the running ``dom`` (:func:`unplug`), ``between`` run, every NIC of ``new``
     plugged in its place (:func:`plug`: same MAC, alias and PCI address; its ``<driver>`` from ``new``). Returns the
     seconds of each step (``detach_s``, ``between_s``, ``attach_s``)."""

@@ -212,3 +212,63 @@ def test_original_pins_from_the_xml():
     vcpus, emulator = live._original_pins(xml, {0, 2, 4})
     assert vcpus == {0: frozenset({2, 4}), 1: frozenset({0}), 2: frozenset({2, 4})}
     assert emulator == frozenset({2, 4})
+
+
+def _user_domain(rx: int = 256) -> str:
+    return ("<domain type='kvm'><name>vnf</name><devices>"
+            "<interface type='vhostuser'><mac address='52:54:00:aa:00:01'/><source type='unix' path='/run/v0.sock' "
+            f"mode='client'/><model type='virtio'/><driver queues='2' rx_queue_size='{rx}'/></interface>"
+            "<interface type='network'><mac address='52:54:00:aa:00:02'/><source network='default'/>"
+            "<model type='virtio'/></interface></devices></domain>")
+
+
+def test_live_swaps_only_the_changed_nics_of_a_running_domain_at_their_address():
+    from tests.factories import HotplugDomain
+
+    dom = HotplugDomain(_user_domain(256), name="vnf")
+    result = live.LiveResult(edit=FakeEdit("", "", [], True, [], {}))
+    swapped = live._swap_live(URI, dom, "vnf", _user_domain(256), _user_domain(1024), result)
+    assert swapped == [0] and dom.calls == [("detach", "52:54:00:aa:00:01"), ("attach", "52:54:00:aa:00:01")]
+    assert result.applied_live == ["interface 0 (52:54:00:aa:00:01): swapped live (unplugged, plugged again with "
+                                   "queues 2, rx_queue_size 1024)"] and result.notes == []
+    from labctl.lab.libvirt import hotplug
+
+    first = [i for i in hotplug.live_interfaces(dom) if hotplug.mac_of(i) == "52:54:00:aa:00:01"][0]
+    assert first.find("driver").get("rx_queue_size") == "1024" and first.find("address").get("slot") == "0x03"
+
+
+def test_live_plugs_the_old_nic_back_when_the_new_one_is_refused_and_says_so():
+    from tests.factories import HotplugDomain
+
+    dom = HotplugDomain(_user_domain(256), name="vnf", refuse_mac=None)
+    dom.refuse_mac = "52:54:00:aa:00:01"
+    attempts = []
+    refuse = dom.attachDeviceFlags
+
+    def once(xml, flags):  # the new settings are refused, the old ones plugged back
+        attempts.append("rx_queue_size='1024'" in xml or 'rx_queue_size="1024"' in xml)
+        if not attempts[-1]:
+            dom.refuse_mac = None
+        return refuse(xml, flags)
+
+    dom.attachDeviceFlags = once
+    result = live.LiveResult(edit=FakeEdit("", "", [], True, [], {}))
+    assert live._swap_live(URI, dom, "vnf", _user_domain(256), _user_domain(1024), result) == []
+    assert attempts == [True, False] and result.applied_live == []
+    assert result.notes == ["interface 0 (52:54:00:aa:00:01): the new settings were refused live (vnf: attaching "
+                            "interface 0 (52:54:00:aa:00:01): internal error: unable to execute QEMU command "
+                            "'device_add': Bus 'pci.0' does not support hotplugging); the old one was plugged back; "
+                            "they take effect at the next start (--restart)"]
+
+
+def test_live_leaves_a_nic_the_guest_does_not_release_and_says_so(monkeypatch):
+    from labctl.lab.libvirt import hotplug
+    from tests.factories import HotplugDomain
+
+    monkeypatch.setattr(hotplug, "DETACH_TIMEOUT_S", 0.2)
+    dom = HotplugDomain(_user_domain(256), name="vnf", answer_after=None)
+    result = live.LiveResult(edit=FakeEdit("", "", [], True, [], {}))
+    assert live._swap_live(URI, dom, "vnf", _user_domain(256), _user_domain(1024), result) == []
+    assert [c for c, _ in dom.calls] == ["detach"] and len(result.notes) == 1
+    assert "not swapped live (vnf: the guest did not release" in result.notes[0]
+    assert result.notes[0].endswith("it takes the new settings at its next start (--restart)")

@@ -6,10 +6,6 @@ eject."""
 
 from __future__ import annotations
 
-import itertools
-import uuid
-import xml.etree.ElementTree as ET
-
 import pytest
 
 from labctl.errors import SwapError
@@ -17,73 +13,20 @@ from labctl.lab.libvirt import hotplug
 from labctl.lab.libvirt.domxml import RenderContext, render
 from labctl.lab.plan import derive
 from labctl.profile.load import validate_data
+from tests.factories import HotplugDomain
+
 
 CPUS = frozenset({0, 1})
+
+
+def FakeDomain(plan, answer_after: int | None = 1, refuse_mac: str | None = None) -> HotplugDomain:
+    return HotplugDomain(render(plan, RenderContext(domain_type="test")), answer_after, refuse_mac)
 
 
 def _plan(rx: int = 256, queues: int = 1, backend: str = "vhostuser"):
     data = {"name": "fx-hot", "backend": "libvirt", "guest": {"vcpus": 2, "nics": [
         {"backend": backend, "rx_queue_size": rx, "queues": queues}] * 2}}
     return derive(validate_data(data, "p", cpus=CPUS).profile)
-
-
-class FakeDomain:
-    """Live XML with PCI addresses; a detach is a request the guest answers after ``answer_after`` XML reads
-    (None: never); an attach of an interface with an ``error`` MAC is refused as QEMU refuses one."""
-
-    def __init__(self, plan, answer_after: int | None = 1, refuse_mac: str | None = None):
-        root = ET.fromstring(render(plan, RenderContext(domain_type="test")))
-        for slot, interface in zip(itertools.count(3), root.findall("devices/interface")):
-            ET.SubElement(interface, "address", {"type": "pci", "domain": "0x0000", "bus": "0x00",
-                                                 "slot": f"0x{slot:02x}", "function": "0x0"})
-        self.root = root
-        self.answer_after = answer_after
-        self.refuse_mac = refuse_mac
-        self.pending: dict[str, int] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.uuid = str(uuid.uuid4())
-
-    def name(self):
-        return "labctl-fx-hot"
-
-    def UUIDString(self):
-        return self.uuid
-
-    def XMLDesc(self, _flags=0):
-        devices = self.root.find("devices")
-        for mac in list(self.pending):
-            self.pending[mac] -= 1
-            if self.pending[mac] < 0:
-                for interface in devices.findall("interface"):
-                    if hotplug.mac_of(interface) == mac:
-                        devices.remove(interface)
-                del self.pending[mac]
-        return ET.tostring(self.root, encoding="unicode")
-
-    def detachDeviceFlags(self, xml, _flags):
-        mac = hotplug.mac_of(ET.fromstring(xml))
-        self.calls.append(("detach", mac))
-        if self.answer_after is not None:
-            self.pending[mac] = self.answer_after
-
-    def attachDeviceFlags(self, xml, _flags):
-        interface = ET.fromstring(xml)
-        self.calls.append(("attach", hotplug.mac_of(interface)))
-        if hotplug.mac_of(interface) == self.refuse_mac:
-            raise _Refused("internal error: unable to execute QEMU command 'device_add': Bus 'pci.0' does not "
-                           "support hotplugging")
-        self.root.find("devices").append(interface)
-
-
-class _Refused(hotplug.hypervisor.libvirt.libvirtError):
-    """libvirt's error as the daemon sends it (a libvirtError made here would read the process's last error)."""
-
-    def __init__(self, message: str):
-        Exception.__init__(self, message)
-        self.message = message
-
-    def get_error_message(self) -> str:
-        return self.message
 
 
 def test_a_swap_unplugs_waits_for_the_guest_and_plugs_the_new_settings_at_the_same_address():
