@@ -13,7 +13,8 @@ Narrower interfaces extend it for what only some labs do:
 - :class:`PairLab`: two guests (vm2vm): the lab computes the window's metrics (what guest B received).
 - :class:`KernelLab`: a kernel-stack guest (``workload.kind`` tcp_stream / tcp_rr): sessions and counters.
 - :class:`BootedLab`: a libvirt lab, booted once and kept up across the trials of one domain
-  (:meth:`labctl.lab.plan.LabPlan.domain_key`).
+  (:meth:`labctl.lab.plan.LabPlan.domain_key`), its NICs swapped in place between trials whose NIC settings
+  differ (:meth:`labctl.lab.plan.LabPlan.boot_key` the same).
 
 Which lab provides which (``tests/unit/lab/test_interface.py`` checks every member and its signature):
 
@@ -177,6 +178,9 @@ class BootedLab(MeasuredLab, Protocol):
 
     #: the trial's warnings list, handed in by the session before ``start`` (appended to as they happen)
     warnings: list[str]
+    #: how this trial reached its configuration, set by the session before ``start``: ``{"how": "boot" |
+    #: "hotplug" | "kept", "s": seconds}`` and, when a swap booted instead, ``"note"`` (``details()`` carries it)
+    reached: dict[str, Any]
 
     @property
     def key(self) -> tuple:
@@ -192,6 +196,14 @@ class BootedLab(MeasuredLab, Protocol):
 
     def boot(self) -> None:
         """Define and start the domain(s) and the host side."""
+
+    def swap_refusal(self, plan: LabPlan) -> str | None:
+        """Why a swap of the NICs to ``plan``'s (same boot key) cannot be tried on this lab (None: it can)."""
+
+    def swap(self, plan: LabPlan) -> float:
+        """The running guest(s)' NICs swapped for ``plan``'s (same boot key, another domain key), the host side
+        matched, the guest's view read back; ``key`` is ``plan``'s after it. Returns the seconds it took; a
+        SwapError (or the guest side's LabFault) when it did not happen."""
 
     def start(self, plan: LabPlan | None = None) -> None:
         """Begin a trial of ``plan`` (same domain key; None: the boot's plan): live pins, forwarding."""

@@ -187,7 +187,8 @@ def test_every_protocol_member_is_known():
     assert {"plan", "pids", "pollers", "pins", "environment", "close", "window_details"} <= set(members(MeasuredLab))
     assert set(members(PairLab)) - set(members(MeasuredLab)) == {"snapshot", "metrics"}
     assert set(members(BootedLab)) - set(members(MeasuredLab)) == {"warnings", "key", "domains", "boot_s", "boot",
-                                                                     "start", "end_trial"}
+                                                                     "start", "end_trial", "reached",
+                                                                     "swap_refusal", "swap"}
     for protocol in PROTOCOLS:
         assert members(protocol)
 

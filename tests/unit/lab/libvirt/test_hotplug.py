@@ -91,3 +91,34 @@ def test_the_removal_event_answers_before_the_live_xml_is_read_again():
     with pytest.raises(SwapError, match="refused to release ua-labctl-nic1"):
         watch.wait({"ua-labctl-nic1"}, set(), 5.0, "x")
     watch._conn = None
+
+
+GOLDEN = __import__("pathlib").Path(__file__).resolve().parents[3] / "golden" / "swap"
+
+
+@pytest.mark.parametrize("stem", ["guest-vhostuser", "guest-tap", "guest-e1000", "tap-kernel", "guest-image",
+                                  "guest-ovs", "guest-vm2vm"])
+def test_golden_interfaces_a_swap_attaches(stem, monkeypatch):
+    """What a swap hands libvirt's attach for each NIC of a shipped profile (its <model>, <driver> queues and rings,
+    MAC, alias, and the PCI address of the device it replaces): the golden files fix it."""
+    import os
+
+    from labctl.profile.load import load_profile
+    from labctl.profile import userimage
+    from tests.conftest import DOMAINS
+
+    monkeypatch.setattr(userimage, "identity_of", lambda path: "size+sha256")  # the image's file need not exist
+    monkeypatch.setenv("LABCTL_RUN_DIR", "/run/labctl")  # labctl's default: the sockets' paths as a user sees them
+    plan = derive(load_profile(DOMAINS / f"{stem}.yaml", cpus=CPUS).profile)
+    dom = FakeDomain(plan)
+    sent: list[str] = []
+    attach = dom.attachDeviceFlags
+    dom.attachDeviceFlags = lambda xml, flags: (sent.append(xml), attach(xml, flags))[1]
+    hotplug.swap_nics("test:///default", dom, plan, plan, RenderContext())
+    text = "\n".join(sent) + "\n"
+    golden = GOLDEN / f"{stem}.xml"
+    if os.environ.get("LABCTL_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert golden.exists(), f"no golden file {golden}; run with LABCTL_UPDATE_GOLDEN=1"
+    assert text == golden.read_text(encoding="utf-8")
