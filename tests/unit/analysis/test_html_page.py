@@ -241,3 +241,20 @@ def test_an_until_run_shows_its_within_block_verdicts_first(db):
     # any other run has no such section
     html_runs.refusals_run(db)
     assert api.report_document(db)["until"] is None
+
+
+def test_a_guest_run_page_says_how_each_trial_was_reached(db, tmp_path):
+    """A libvirt run's trials table has a "reached by" column (a boot, a NIC swap, kept) and its warnings carry
+    the report's note of boots and swaps; an embedded run's page has no such column."""
+    records = datasets.queue_rate(repeats=2)
+    ways = [{"how": "boot", "s": 22.4}, {"how": "hotplug", "s": 3.1}, {"how": "kept", "s": 0.0}]
+    for i, record in enumerate(records):
+        record.details["reached"] = ways[min(i, 1)] if i < len(records) - 1 else ways[2]
+    html_runs.store_run(db, "guest", records, {"boots": 1, "boot_s": 22.4, "run_s": 90.0,
+                                               "swaps": len(records) - 2, "swap_s": 3.1 * (len(records) - 2)})
+    page = api.report_html(tmp_path / "guest.html", db).read_text()
+    text = " ".join(_parse(page).text)
+    assert "reached by" in text and "boot 22.4 s" in text and "swap 3.1 s" in text and "kept" in text
+    assert f"NIC swaps: {len(records) - 2}" in text
+    html_runs.embedded_sweep(db)
+    assert "reached by" not in api.report_html(tmp_path / "embedded.html", db).read_text()

@@ -219,3 +219,15 @@ def test_trial_summary_says_how_often_the_schedule_shifted():
         "paced:     valid: the generator kept its schedule; 312 pauses of its CPU (92.3 ms) shifted it "
         "(workload.pacing shift)")
     assert summary({"shifts": 0, "paused_us": 0.0}) == "paced:     valid: the generator kept its schedule"
+
+
+def test_the_boots_note_counts_nic_swaps_and_the_swaps_that_booted_instead():
+    from labctl.analysis.report import boots_note
+
+    assert boots_note({"boots": 2, "boot_s": 41.0, "run_s": 180.0}) == (
+        "guest boots: 2 (41 s, 23% of the run's 180 s); workload-only changes restarted the forwarder in the running "
+        "guest")
+    assert boots_note({"boots": 1, "boot_s": 22.0, "run_s": 80.0, "swaps": 5, "swap_s": 16.4,
+                       "swap_fallbacks": 1}) == (
+        "guest boots: 1 (22 s, 28% of the run's 80 s); NIC swaps: 5 (16 s), 1 booted instead (see the trials' "
+        "warnings); workload-only changes restarted the forwarder in the running guest")

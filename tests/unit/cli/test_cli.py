@@ -168,3 +168,15 @@ def test_sweep_order_is_checked_before_any_work(cli, tmp_path):
     code, _, err = cli("sweep", str(DOMAINS / "quick.yaml"), "--db", str(db), "--order", "bogus")
     assert code == 2 and err.strip() == "--order bogus: not an order (allowed: interleaved, random)"
     assert not db.exists()
+
+
+def test_sweep_swap_is_checked_before_the_profile_is_read_and_sets_the_field(cli, tmp_path):
+    db = tmp_path / "swap.db"
+    code, _, err = cli("sweep", str(tmp_path / "missing.yaml"), "--db", str(db), "--swap", "reboot")
+    assert code == 2 and err.strip() == "--swap reboot: not a way to reach a configuration (allowed: hotplug, boot)"
+    code, _, err = cli("tune", str(DOMAINS / "quick.yaml"), "--budget", "4", "--db", str(db), "--swap", "reboot")
+    assert code == 2 and err.strip() == "--swap reboot: not a way to reach a configuration (allowed: hotplug, boot)"
+    assert not db.exists()
+    from labctl.cli.measure import _knobs
+
+    assert _knobs(None, None, "boot") == {"swap": "boot"}

@@ -47,3 +47,38 @@ def test_the_tuis_progress_counts_planned_searches():
     for i in range(3):
         plain.apply(Event("trial", run_id=1, done=i + 1, total=4, record=TrialRecord(config={}, metrics=Metrics(mpps=9.0))))
     assert plain.done == 3 and trial_rate(TrialRecord(config={}, metrics=Metrics(mpps=9.0))) == "9.00 Mpps"
+
+
+def _guest_events() -> list[Event]:
+    """A guest sweep: a boot, then NIC swaps (details.reached, as LabSession records it), one kept."""
+    reached = [{"how": "boot", "s": 22.4}, {"how": "hotplug", "s": 3.12}, {"how": "hotplug", "s": 2.9},
+               {"how": "kept", "s": 0.0}]
+    out = [Event("run", run_id=4, total=4, done=0)]
+    for i, how in enumerate(reached):
+        out.append(Event("trial", run_id=4, done=i + 1, total=4, data={"config": {"guest.nics.*.rx_queue_size": 256}},
+                         record=TrialRecord(config={}, details={"reached": how}, metrics=Metrics(mpps=1.5))))
+    return out
+
+
+def test_both_faces_say_how_each_guest_trial_was_reached():
+    from labctl.api import reached
+    from labctl.cli.output import SweepProgress
+    from labctl.tui.model import Progress
+
+    records = [e.record for e in _guest_events()[1:]]
+    assert [reached(r) for r in records] == ["boot 22.4 s", "swap 3.1 s", "swap 2.9 s", ""]
+    fallback = TrialRecord(config={}, details={"reached": {"how": "boot", "s": 21.0, "note": "hot-swap ... not done"}})
+    assert reached(fallback) == "boot 21.0 s (swap refused)" and reached(TrialRecord(config={})) == ""
+    with SweepProgress() as bar:
+        lasts = []
+        for event in _guest_events():
+            bar(event)
+            if event.kind == "trial":
+                lasts.append(bar.progress.tasks[0].fields["last"])
+    assert lasts[0] == "last: rx_queue_size=256 -> 1.50 Mpps (boot 22.4 s)" and lasts[1].endswith("(swap 3.1 s)")
+    assert lasts[3] == "last: rx_queue_size=256 -> 1.50 Mpps"
+    progress = Progress()
+    for event in _guest_events():
+        progress.apply(event)
+    assert (progress.boots, progress.swaps) == (1, 2) and progress.last.endswith("1.50 Mpps")
+    assert "4/4 trials, 1 boot and 2 NIC swaps" in progress.headline()

@@ -292,3 +292,24 @@ def test_pacing_values_are_checked(write_profile):
     [problem] = info.value.problems
     assert (problem.path, problem.line) == ("workload.pacing", 3)
     assert problem.message == "'catch-up' is not allowed (allowed: 'shift' or 'absolute')"
+
+
+def test_swap_is_how_a_run_reaches_its_configurations_not_a_knob():
+    """Rule swap: its values (hotplug, boot) by the schema; a sweep of it refused; on the embedded backend a
+    value other than the default is said to do nothing; it is left out of a trial's configuration."""
+    from labctl.errors import ProfileError
+    from labctl.profile.knobs import flatten
+    from labctl.profile.load import validate_data
+    from labctl.profile.rules import RULES
+
+    rule = next(r for r in RULES if r.id == "swap")
+    assert "PCI hot-plug" in rule.reason and "VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED" in rule.source
+    guest = {"name": "sw", "backend": "libvirt", "guest": {"nics": [{"backend": "vhostuser"}] * 2}}
+    with pytest.raises(ProfileError, match=r"swap: 'reboot' is not allowed \(allowed: 'hotplug' or 'boot'\)"):
+        validate_data({**guest, "swap": "reboot"}, "p", cpus=frozenset({0, 1}))
+    with pytest.raises(ProfileError, match=r"sweep.swap: swap is how a run reaches its configurations, not a knob"):
+        validate_data({**guest, "sweep": {"swap": ["hotplug", "boot"]}}, "p", cpus=frozenset({0, 1}))
+    embedded = validate_data({"name": "sw", "backend": "embedded", "swap": "boot"}, "p", cpus=frozenset({0, 1}))
+    assert [w.path for w in embedded.warnings] == ["swap"]
+    loaded = validate_data({**guest, "swap": "boot"}, "p", cpus=frozenset({0, 1}))
+    assert loaded.profile.swap == "boot" and "swap" not in flatten(loaded.profile.model_dump())
