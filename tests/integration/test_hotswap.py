@@ -21,27 +21,15 @@ from labctl.lab.ledger import load_state
 from labctl.results.store import Store
 from tests.conftest import ROOT
 from tests.integration.conftest import LIBVIRT_URI, dpdk_processes_of, needs_dpdk, needs_libvirtd
+from tests.integration.test_guest_trials import guest_profile
 from tests.integration.test_image_guest import direct_boot, guest_image, image_profile  # noqa: F401 - a fixture
 
 pytestmark = [needs_dpdk, needs_libvirtd]
 
 
 def appliance_profile(write_profile, name: str, sweep: str, repeat: int = 1):
-    return write_profile(f"""name: {name}
-backend: libvirt
-uri: qemu:///system
-guest:
-  vcpus: 1
-  memory_mib: 1024
-  nics:
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-    - {{backend: vhostuser, queues: 1, rx_queue_size: 256, tx_queue_size: 256}}
-  pinning: {{vcpus: {{0: "1"}}, emulator: "1", vhost: "0"}}
-workload: {{duration_s: 2, warmup_s: 1}}
-sweep:
-{sweep}
-repeat: {repeat}
-""", f"{name}.yaml")
+    """test_guest_trials' appliance guest: 1 vCPU, two vhost-user NICs (rings 256), 2 s trials after 1 s."""
+    return guest_profile(write_profile, name, "vhostuser", sweep, repeat)
 
 
 def negotiated(record, key: str) -> set:

@@ -22,9 +22,8 @@ libvirt 9.0 and QEMU 7.2: hot-plug works on the ``pc`` (i440fx) machine with ``<
 ACPI QEMU refuses: "Bus 'pci.0' does not support hotplugging"); on q35 each device needs a free
 pcie-root-port (labctl renders ``pc``).
 
-The events come on a connection of this module's own, opened after libvirt's default event loop
-implementation was registered (``virEventRegisterDefaultImpl``, run by a daemon thread): a connection opened
-before the registration (labctl's others) delivers no events.
+The events come on :func:`hypervisor.event_connection` (libvirt's default event loop in a daemon thread, and a
+connection opened after it was registered: one opened before delivers no events).
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Callable
 
 from labctl import signals
-from labctl.errors import SwapError
+from labctl.errors import HypervisorError, SwapError
 from labctl.lab.libvirt import hypervisor
 from labctl.lab.libvirt.domxml import RenderContext, interface_xml
 from labctl.lab.plan import LabPlan
@@ -45,45 +44,6 @@ from labctl.lab.plan import LabPlan
 #: a guest that has not answered in this time will not: it ignores ACPI, or it is hung).
 DETACH_TIMEOUT_S = 30.0
 XML_POLL_S = 1.0  # the live XML read while waiting for the events
-
-_LOOP_LOCK = threading.Lock()
-_LOOP: threading.Thread | None = None
-_EVENT_CONNECTIONS: dict[str, Any] = {}
-
-
-def _event_loop() -> None:
-    """libvirt's default event loop registered and run by a daemon thread (once per process)."""
-    global _LOOP
-    libvirt = hypervisor.libvirt
-    with _LOOP_LOCK:
-        if _LOOP is not None:
-            return
-        libvirt.virEventRegisterDefaultImpl()
-
-        def run() -> None:
-            while True:
-                libvirt.virEventRunDefaultImpl()
-
-        _LOOP = threading.Thread(target=run, name="labctl-libvirt-events", daemon=True)
-        _LOOP.start()
-
-
-def _event_connection(uri: str) -> Any:
-    """A connection of this module's, opened after the event loop was registered (events are delivered on it)."""
-    libvirt = hypervisor.libvirt
-    _event_loop()
-    with _LOOP_LOCK:
-        conn = _EVENT_CONNECTIONS.get(uri)
-        if conn is not None:
-            try:
-                if conn.isAlive():
-                    return conn
-            except libvirt.libvirtError:
-                pass
-        conn = libvirt.open(uri)
-        _EVENT_CONNECTIONS[uri] = conn
-        return conn
-
 
 def live_interfaces(dom: Any) -> list[ET.Element]:
     """The running domain's ``<interface>`` elements (its live XML)."""
@@ -117,14 +77,14 @@ class RemovalWatch:
     def __enter__(self) -> "RemovalWatch":
         libvirt = hypervisor.libvirt
         try:
-            conn = _event_connection(self.uri)
+            conn = hypervisor.event_connection(self.uri)
             watched = conn.lookupByUUIDString(self.dom.UUIDString())
             self._ids = [conn.domainEventRegisterAny(watched, libvirt.VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
                                                      self._removed, None),
                          conn.domainEventRegisterAny(watched, libvirt.VIR_DOMAIN_EVENT_ID_DEVICE_REMOVAL_FAILED,
                                                      self._failed, None)]
             self._conn = conn
-        except libvirt.libvirtError:
+        except (libvirt.libvirtError, HypervisorError):
             self._conn, self._ids = None, []  # the live XML answers alone
         return self
 

@@ -23,12 +23,14 @@ def _quiet(_ctx: Any, _err: Any) -> None:
     """libvirt prints every error to stderr by default; labctl reports them itself."""
 
 
-def connect(uri: str):
-    """One connection per URI per process (test:///default keeps its domains per connection)."""
+def connect(uri: str, pool: dict[str, Any] | None = None):
+    """One connection per URI per process (test:///default keeps its domains per connection); ``pool``: another
+    set of them (:func:`event_connection`'s)."""
     if libvirt is None:
         raise HypervisorError("libvirt-python is not installed (make setup)")
+    pool = _CONNECTIONS if pool is None else pool
     with _LOCK:
-        conn = _CONNECTIONS.get(uri)
+        conn = pool.get(uri)
         if conn is not None:
             try:
                 if conn.isAlive():
@@ -40,8 +42,32 @@ def connect(uri: str):
             conn = libvirt.open(uri)
         except libvirt.libvirtError as exc:
             raise HypervisorError(f"cannot connect to {uri}: {_message(exc)}") from None
-        _CONNECTIONS[uri] = conn
+        pool[uri] = conn
         return conn
+
+
+_EVENT_CONNECTIONS: dict[str, Any] = {}
+_EVENT_LOOP: list[threading.Thread] = []
+
+
+def event_connection(uri: str):
+    """A connection that delivers domain events: libvirt's default event loop implementation registered and run
+    by a daemon thread (once per process), then a connection of its own opened after it (libvirt-python:
+    ``virEventRegisterDefaultImpl`` must come before the connections that are to deliver events; labctl's
+    other connections stay as they are)."""
+    if libvirt is None:
+        raise HypervisorError("libvirt-python is not installed (make setup)")
+    with _LOCK:
+        if not _EVENT_LOOP:
+            libvirt.virEventRegisterDefaultImpl()
+
+            def run() -> None:
+                while True:
+                    libvirt.virEventRunDefaultImpl()
+
+            _EVENT_LOOP.append(threading.Thread(target=run, name="labctl-libvirt-events", daemon=True))
+            _EVENT_LOOP[0].start()
+    return connect(uri, _EVENT_CONNECTIONS)
 
 
 def _message(exc: Exception) -> str:
