@@ -100,8 +100,9 @@ def test_run_with_a_command_template(clean_lab, no_leftovers, write_profile, gue
 
 
 def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profile, tmp_path, guest_image):
-    """A two-value sweep of guest.nics.*.rx_queue_size with the image's dpdk-testpmd: a boot per value, the
-    rings the guest's driver negotiated (ethtool -g in the guest, before binding) as asked."""
+    """A two-value sweep of guest.nics.*.rx_queue_size with the image's dpdk-testpmd: one boot, the second value
+    reached by swapping the running guest's NICs (issue 40), the rings the guest's driver negotiated (ethtool -g
+    in the guest, before binding) as asked."""
     info, sha = guest_image
     path = image_profile(write_profile, "it-img", info.path, "testpmd", boot=direct_boot(info),
                          sweep="  guest.nics.*.rx_queue_size: [256, 512]")
@@ -112,7 +113,8 @@ def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profi
     with Store(db) as store:
         records = store.trials(result.run_id)
         boots = store.run(result.run_id)["info"]["boots"]
-    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 512] and boots == 2
+    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 512] and boots == 1
+    assert [r.details["reached"]["how"] for r in records] == ["boot", "hotplug"]
     for record in records:
         check_image_record(record, info)
         assert record.details["forwarder"]["argv"][0] == "dpdk-testpmd"
