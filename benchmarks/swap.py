@@ -91,10 +91,10 @@ def ratio_interval(pairs: list[float]) -> dict[str, Any]:
             "contains_1": lo <= 1.0 <= hi, "log_sd": round(sd, 4)}
 
 
-def summary(values: list[float]) -> dict[str, float | None]:
+def summary(values: list[float], digits: int = 2) -> dict[str, float | None]:
     if not values:
         return {"median": None, "mean": None, "n": 0}
-    return {"median": round(statistics.median(values), 2), "mean": round(statistics.fmean(values), 2),
+    return {"median": round(statistics.median(values), digits), "mean": round(statistics.fmean(values), digits),
             "n": len(values)}
 
 
@@ -124,9 +124,8 @@ def main() -> None:
                 raise SystemExit(f"the first trial failed: {first.error}")
             for block in range(args.blocks):
                 for position, design in enumerate(DESIGNS[block % 2]):
-                    value = values[position % 2]
-                    if design == "boot":
-                        labs.close_guest()  # a fresh guest with this trial's NICs: reached by a boot
+                    value = values[position % 2]  # every trial changes the NICs: A B A B, blocks too
+                    # swap: boot powers the guest off and boots one with these NICs, inside the trial (its wall)
                     record = run_trial(loaded[(value, design)], repeat_index=block, session=labs)
                     reached = record.details.get("reached") or {}
                     trials.append({"block": block, "position": position, "value": value, "design": design,
@@ -163,7 +162,7 @@ def report(args: argparse.Namespace, values: list[int], trials: list[dict[str, A
     return {"guest": args.guest, "knob": args.knob, "values": values, "blocks": args.blocks, "metric": "mpps",
             "duration_s": args.duration, "warmup_s": args.warmup, "ratio": ratio_interval(pairs),
             "negotiated": negotiated, "wall_per_trial_s": wall, "reach_s": reach,
-            "rates": {d: {str(v): summary([t["mpps"] for t in ok if t["design"] == d and t["value"] == v])
+            "rates": {d: {str(v): summary([t["mpps"] for t in ok if t["design"] == d and t["value"] == v], 3)
                           for v in values} for d in ("boot", "hotplug")},
             "reached_otherwise": [{k: t[k] for k in ("block", "position", "design", "reached", "note")}
                                   for t in mismatched],
