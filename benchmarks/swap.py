@@ -3,8 +3,9 @@ what does each cost? One guest lab, the same configurations (a NIC knob's two va
 trial changes the NICs) reached either way, interleaved in blocks: block 0 reaches A B A B by boot, swap, swap,
 boot; block 1 by swap, boot, boot, swap; and so on, so each configuration is reached both ways in every block
 and the host's slow swings fall on both designs alike. A trial "by boot" powers the running guest off and boots
-a fresh one with the trial's NICs (``swap: boot``); "by swap" swaps the running guest's NICs
-(:mod:`labctl.lab.libvirt.hotplug`). The first trial boots the lab and is not counted.
+a fresh one with the trial's NICs (``swap: boot``, inside the trial: its wall time holds the power-off and the
+boot); "by swap" swaps the running guest's NICs (:mod:`labctl.lab.libvirt.hotplug`). The first trial boots the
+lab and is not counted.
 
 Prints one JSON document::
 
