@@ -135,7 +135,7 @@ def main() -> None:
                                    "mpps": record.metrics.mpps if record.status == "ok" else None,
                                    "wall_s": round(record.details.get("timings", {}).get("trial_s", 0.0), 2),
                                    "nics": [n.get("negotiated") for n in record.details.get("nics", [])],
-                                   "host": record.env.hostname, "accel": record.env.accel})
+                                   "host": record.env.host, "accel": record.env.accel})
             info = labs.info()
     print(json.dumps(report(args, values, trials, info), indent=2))
 
