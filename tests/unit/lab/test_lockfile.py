@@ -115,10 +115,22 @@ def test_a_symlink_at_a_lock_path_is_refused(tmp_path):
 
 
 def test_wait_zero_fails_at_once(tmp_path):
+    """``wait_s=0`` tries once and fails: it never polls (``on_wait`` is called on every poll of a wait)."""
     holder = LockFile(tmp_path / "l.lock")
     holder.acquire(0)
-    t0 = time.monotonic()
+    polls: list[None] = []
     with pytest.raises(StateError, match="held by another process"):
-        LockFile(tmp_path / "l.lock").acquire(0)
-    assert time.monotonic() - t0 < 1.0
+        LockFile(tmp_path / "l.lock").acquire(0, on_wait=lambda: polls.append(None))
+    assert polls == []
+    holder.release()
+
+
+def test_a_bounded_wait_polls_until_its_deadline_then_fails(tmp_path):
+    """The other side of the above: a positive ``wait_s`` does wait (it polls) before it gives up."""
+    holder = LockFile(tmp_path / "l.lock")
+    holder.acquire(0)
+    polls: list[None] = []
+    with pytest.raises(StateError, match="held by another process"):
+        LockFile(tmp_path / "l.lock").acquire(0.2, on_wait=lambda: polls.append(None))
+    assert polls  # it waited
     holder.release()
