@@ -96,7 +96,8 @@ def test_no_wait_fails_at_once_naming_the_holder(holder):
 def test_disjoint_cpus_do_not_wait(holder):
     holder({0})
     claim = CpuClaim("fx-d", wait=False)
-    claim.acquire({1})
+    claim.acquire({1})  # without wait: a busy CPU 1 would raise CpusBusyError here
+    assert claim.held and holder_of(1)["lab"] == "fx-d" and holder_of(0)["lab"] == "fx-holder"
     claim.release()
 
 
@@ -105,7 +106,8 @@ def test_a_killed_holder_frees_its_cpus(holder):
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(5)
     claim = CpuClaim("fx-e", wait=False)
-    claim.acquire({0, 1})
+    claim.acquire({0, 1})  # without wait: a lock the dead holder still had would raise CpusBusyError here
+    assert claim.held and holder_of(0)["lab"] == holder_of(1)["lab"] == "fx-e"
     claim.release()
 
 
