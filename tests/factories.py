@@ -128,3 +128,40 @@ def build_binary(folder, name: str = "dpdk-testpmd", copy_of=None, script: str |
         path.write_text(f"#!/bin/sh\n{script}\n")
     os.chmod(path, 0o755)
     return path
+
+
+def git_history(repo, commits: list[dict[str, str | None]], executable: tuple[str, ...] = ("build.sh",)) -> list[str]:
+    """A git repository at ``repo`` with one commit per entry of ``commits`` (path -> text; None removes
+    the file; the key ``_subject`` is the commit's subject), each committed with a fixed author and date;
+    files named in ``executable`` are mode 0755. Returns the commits' full shas, oldest first."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(repo)
+    repo.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo), "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "--quiet", "--initial-branch=main")
+    shas = []
+    for number, files in enumerate(commits):
+        for name, text in files.items():
+            if name == "_subject":
+                continue
+            path = repo / name
+            if text is None:
+                path.unlink()
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            os.chmod(path, 0o755 if name in executable else 0o644)
+        git("add", "--all")
+        git("commit", "--quiet", "--allow-empty", "-m", files.get("_subject") or f"commit {number}")
+        shas.append(git("rev-parse", "HEAD"))
+    return shas

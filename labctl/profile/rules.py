@@ -617,3 +617,6 @@ def _check_sweep(profile: Profile, cpus: frozenset[int]) -> list[Problem]:
                 seen.add(key)
                 problems.append(_err(f"sweep ({setting}) {problem.path}", problem.message))
     return problems
+
+
+from labctl.profile import recipe_rules  # noqa: E402,F401  (registers the rules of recipes: and recipe builds)

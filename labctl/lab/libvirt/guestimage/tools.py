@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from labctl.errors import GuestImageError
+from labctl.host.processes import die_with_parent, stop_group  # noqa: F401  (stop_group: the builder's too)
 
 Progress = Callable[[str], None] | None
 
@@ -31,7 +31,7 @@ def run(args: list[str], *, input_text: str | None = None, timeout: float | None
     try:
         proc = subprocess.Popen(args, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+                                preexec_fn=die_with_parent)
     except FileNotFoundError as exc:
         raise GuestImageError(f"{args[0]} is not installed (scripts/apt-packages.txt lists it): {exc}") from exc
     try:
@@ -47,32 +47,6 @@ def run(args: list[str], *, input_text: str | None = None, timeout: float | None
         raise GuestImageError(f"{' '.join(args[:3])} ... failed ({proc.returncode}): "
                               f"{detail[-1] if detail else 'no output'}")
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when labctl dies (prctl PR_SET_PDEATHSIG), even by kill -9."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the process group of ``proc`` (its own session), SIGKILL it after ``grace_s``, reap the leader."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group once its leader has gone
-    except ProcessLookupError:
-        pass
-    proc.wait()
 
 
 def _unescape_mount(field: str) -> str:
