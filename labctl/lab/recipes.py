@@ -188,7 +188,7 @@ def _build_locked(spec: RecipeBuild, commit: str, key: str, home: Path, progress
     staging.mkdir(mode=0o755)
     log_path = staging / "build.log"
     started = time.monotonic()
-    _say(progress, f"recipe {spec.name}: building {commit[:12]} ({spec.rev})")
+    _say(progress, f"recipe {spec.name}: building {commit[:12]}" + ("" if commit.startswith(spec.rev) else f" ({spec.rev})"))
     try:
         with open(log_path, "w", encoding="utf-8") as log:
             log.write(f"# labctl recipe {spec.name}: commit {commit} ({spec.rev}), key {key}\n"
@@ -219,9 +219,10 @@ def _build_locked(spec: RecipeBuild, commit: str, key: str, home: Path, progress
         entry = entry_dir(spec, key)
         shutil.rmtree(entry, ignore_errors=True)  # an entry without its manifest (a killed publish)
         os.rename(staging, entry)
+        compiled = manifest["ccache"] and manifest["ccache"]["hits"] + manifest["ccache"]["misses"]
         _say(progress, f"recipe {spec.name}: built {commit[:12]} in {took:.0f} s"
                        + (f" (ccache: {manifest['ccache']['hits']} hits, {manifest['ccache']['misses']} misses)"
-                          if manifest["ccache"] else ""))
+                          if compiled else ""))
         return Built(entry / "output" / output.name, commit, key, manifest, built_now=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

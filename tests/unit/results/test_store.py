@@ -191,7 +191,7 @@ def test_v1_store_is_migrated(db: Path) -> None:
     conn.executescript(V1_DDL)
     conn.close()
     with Store(db) as s:
-        assert s.schema_version == SCHEMA_VERSION == 3
+        assert s.schema_version == SCHEMA_VERSION == 4
         (trial,) = s.trials(1)
         assert (trial.config, trial.metrics.mpps, trial.env.accel, trial.warnings) == (
             {"a": 1},
