@@ -112,7 +112,13 @@ class Trend:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The trend as JSON (``labctl trend --json``, the page's document): its series with their rows,
+        groups and marks, plus ``marks_total`` and ``failures`` (what ``--junit`` fails on)."""
+        out = asdict(self)
+        out["marks_total"] = sum(len(s.marks) for s in self.series)
+        out["failures"] = [{"series": s.label, "env": s.env, "run_id": m.run_id, "change_pct": m.change_pct}
+                           for s, m in trend_failures(self)]
+        return out
 
 
 def _select(records: list[TrialRecord], profile: str, selection: dict[str, Any]) -> list[TrialRecord]:
@@ -257,3 +263,19 @@ def _group_cell(row: TrendRow, starts: dict[int | None, TrendMark]) -> str:
     if mark is None or mark.group != row.group:
         return str(row.group + 1)
     return f"{row.group + 1} {'v' if mark.kind == 'regression' else '^'} {mark.change_pct:+.1f}%"
+
+
+def mark_lines(trend: Trend, run_id: int | None = None, limit: int = 4) -> list[str]:
+    """The trend's marks as short lines, newest first (at most ``limit``); the mark that starts at ``run_id``
+    says so (the TUI's Results screen shows them under the run)."""
+    marks = sorted(((s, m) for s in trend.series for m in s.marks), key=lambda sm: sm[1].measured_at or 0.0,
+                   reverse=True)
+    lines = []
+    for s, m in marks[:limit]:
+        here = " <- this run" if run_id is not None and m.run_id == run_id else ""
+        within = "" if m.beyond_threshold else " (within the threshold)"
+        lines.append(f"trend {trend.metric} {s.label}: {m.kind} {m.change_pct:+.1f}%{within} at run {m.run_id} "
+                     f"(after run {m.previous_run_id}){here}")
+    if len(marks) > limit:
+        lines.append(f"trend: {len(marks) - limit} older marks (labctl trend {trend.profile})")
+    return lines
