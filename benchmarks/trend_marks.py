@@ -35,7 +35,7 @@ def main() -> None:
     residuals = host_residuals()
     step = args.runs * 6 // 10
     out = {"series": args.series, "runs": args.runs, "trials": args.trials, "step_at_run": step,
-           "noise": {"source": "benchmarks/data/*.jsonl log residuals", "n": len(residuals),
+           "noise": {"source": "benchmarks/data/*.jsonl log residuals about each configuration's mean log", "n": len(residuals),
                      "sd": round(statistics.pstdev(residuals), 4)}, "grouped_by": {}}
     for name, shape in (("trials", lambda s: s), ("medians", lambda s: [[statistics.median(r)] for r in s])):
         flat = [group_runs(shape(trend_series(i, args.runs, args.trials, residuals=residuals))) for i in range(args.series)]

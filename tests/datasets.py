@@ -281,11 +281,11 @@ DATASETS: dict[str, Callable[..., list[TrialRecord]]] = {
 
 def host_residuals() -> list[float]:
     """The log residuals of every stored embedded-lab trial in ``benchmarks/data`` about its configuration's
-    median (192 trials of 48 configurations on a 2-vCPU host: sd about 0.18, heavy-tailed, two bands in
-    some configurations): the host's own spread, for series drawn by :func:`trend_series`."""
+    mean log, scaled by sqrt(n / (n - 1)) for the mean fitted from the same n trials (192 trials of 48
+    configurations on a 2-vCPU host: sd about 0.2, heavy-tailed, two bands in some configurations): the
+    host's own spread, for series drawn by :func:`trend_series`."""
     import json
     import math
-    import statistics
     from collections import defaultdict
     from pathlib import Path
 
@@ -298,8 +298,9 @@ def host_residuals() -> list[float]:
                 config = {k: v for k, v in row["config"].items() if k != "repeat"}
                 groups[json.dumps(config, sort_keys=True)].append(row["metrics"]["mpps"])
         for values in groups.values():
-            median = statistics.median(values)
-            out += [math.log(v / median) for v in values]
+            logs = [math.log(v) for v in values]
+            mean, scale = sum(logs) / len(logs), math.sqrt(len(logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
+            out += [(x - mean) * scale for x in logs]
     return out
 
 

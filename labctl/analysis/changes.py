@@ -13,9 +13,10 @@ Each run goes in as the list of its trials' values (``jumpavg`` keeps such a lis
 indivisible run, and codes its average and spread: ``AvgStdevStats``), not as one number: a run of five
 trials spread over two bands is then known to be noisy, while its median alone would look like a jump.
 Measured by ``benchmarks/trend_marks.py`` on this host's own spread (series of ten runs of five trials, each
-trial's noise a log residual of the stored embedded-lab trials, sd 0.18): a flat series was marked in 2.3%
-of 300 draws, a halving from run 6 on was marked there (and only there) in 96%, a 30% drop in 68%, a 10%
-drop never; grouped by their run medians alone, 62% of the flat series were marked.
+trial's noise a log residual of the stored embedded-lab trials, sd 0.20, heavy-tailed): no flat series of
+300 was marked; a halving from run 6 on was marked there, and only there, in all 300, a 30% drop in 61%,
+a 20% drop in 10%, a 10% drop never; grouped by their run medians alone, 15% of the flat series were marked
+and 55% of the halvings marked exactly.
 
 A mark's size is the change of the group averages, in per cent of the earlier group's. ``jumpavg`` marks
 what the data support, however small; a caller that gates on marks compares the size with its threshold
