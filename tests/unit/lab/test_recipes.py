@@ -170,3 +170,12 @@ def test_bad_recipes_and_recipe_builds_are_one_line_naming_the_field(repo, tmp_p
         load_profile(path, cpus=CPUS)
     assert any(p.path == field and "allowed" in p.message for p in caught.value.problems), caught.value.problems
     assert not (tmp_path / "count").exists()  # nothing was built
+
+
+def test_the_ci_example_profile_is_valid_but_for_the_paths_of_the_lab_host(tmp_path):
+    """ci/recipes/dpdk-bisect.example.yaml names paths on a lab host: here only those are refused."""
+    from tests.conftest import ROOT
+
+    with pytest.raises(ProfileError) as caught:
+        load_profile(ROOT / "ci" / "recipes" / "dpdk-bisect.example.yaml", cpus=CPUS)
+    assert {p.path for p in caught.value.problems} == {"recipes.dpdk.repo", "recipes.dpdk.argv"}
