@@ -67,6 +67,11 @@ def junit_tree(comparison: Comparison) -> ET.ElementTree:
 
 def write_junit(comparison: Comparison, path: str | Path) -> Path:
     """Write the JUnit report of ``comparison`` to ``path`` (UTF-8, with an XML declaration)."""
+    return write_tree(junit_tree(comparison), path)
+
+
+def write_tree(tree: ET.ElementTree, path: str | Path) -> Path:
+    """Write a JUnit document to ``path`` (UTF-8, with an XML declaration)."""
     path = Path(path)
-    junit_tree(comparison).write(path, encoding="utf-8", xml_declaration=True)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
     return path

@@ -13,6 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from labctl.analysis.junit import write_tree
 from labctl.analysis.trend import Trend, render_trend, trend_failures
 
 
@@ -48,6 +49,4 @@ def trend_junit_tree(trend: Trend) -> ET.ElementTree:
 
 def write_trend_junit(trend: Trend, path: str | Path) -> Path:
     """Write the JUnit report of ``trend`` to ``path`` (UTF-8, with an XML declaration)."""
-    path = Path(path)
-    trend_junit_tree(trend).write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    return write_tree(trend_junit_tree(trend), path)

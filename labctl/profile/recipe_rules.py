@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 from labctl.errors import Problem
 from labctl.gitrepo import GitFailed, commit_of, repo_problem
-from labctl.profile.rules import ENV_NAME, NAME_PATTERN, _err, rule
+from labctl.profile.rules import NAME_PATTERN, _err, env_problems, rule
 from labctl.profile.schema import Profile
 
 #: the longest a recipe's build may run (a QEMU or DPDK build from scratch on two cores takes minutes)
@@ -55,12 +55,7 @@ def _recipes(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         if not recipe.output or out.is_absolute() or ".." in out.parts or "\0" in recipe.output:
             yield _err(f"{where}.output", f"{recipe.output[:80]!r} is not a path inside the checkout (allowed: a "
                                           "relative path without '..', e.g. build/app/dpdk-testpmd)")
-        for key, value in recipe.env.items():
-            if not ENV_NAME.match(key):
-                yield _err(f"{where}.env", f"{key[:40]!r} is not an environment variable name (allowed: letters, "
-                                           "digits and '_', not starting with a digit)")
-            elif "\0" in value:
-                yield _err(f"{where}.env.{key}", "contains a NUL byte (allowed: text without NUL)")
+        yield from env_problems(f"{where}.env", recipe.env)
         if not 1.0 <= recipe.timeout_s <= MAX_BUILD_S:
             yield _err(f"{where}.timeout_s", f"{recipe.timeout_s:g} is out of range (allowed: 1..{MAX_BUILD_S:g})")
 

@@ -44,13 +44,8 @@ def trend_series(series: dict[str, Any], metric: str) -> str | None:
                         color=MARK_COLOURS.get(mark["kind"], "black"), linestyle="none")
         ax.set_xticks(range(len(rows)), [str(r["run_id"]) for r in rows], fontsize=8)
         ax.set_xlim(-0.6, len(rows) - 0.4)
-        ax.set_xlabel("run, in the order measured (red circle: a regression starts; green: a progression)")
-        ax.set_ylabel(f"median {metric}")
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
-        fig.tight_layout()
-        return _svg(fig, plt)
+        return _finish(fig, ax, plt, "run, in the order measured (red circle: a regression starts; green: a "
+                       "progression)", f"median {metric}")
 
 
 def bisect_commits(doc: dict[str, Any]) -> str | None:
@@ -83,10 +78,16 @@ def bisect_commits(doc: dict[str, Any]) -> str | None:
         if doc.get("first_bad"):
             ax.axvline(place.get(doc["first_bad"], 0) - 0.5, color="#c0392b", linewidth=1, alpha=0.6)
         ax.set_xticks(range(len(commits) + 1), [doc["good"][:7]] + [c[:7] for c in commits], rotation=60, fontsize=7)
-        ax.set_xlabel("commits along the first parents (number: the step; green good, red bad, grey cannot tell)")
-        ax.set_ylabel(f"median {doc.get('metric') or 'rate'} in its step")
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
-        fig.tight_layout()
-        return _svg(fig, plt)
+        return _finish(fig, ax, plt, "commits along the first parents (number: the step; green good, red bad, grey "
+                       "cannot tell)", f"median {doc.get('metric') or 'rate'} in its step")
+
+
+def _finish(fig, ax, plt, xlabel: str, ylabel: str) -> str:
+    """Labels, a zero-based y axis, the grid and the legend; the figure as SVG."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    return _svg(fig, plt)
