@@ -32,8 +32,9 @@ change to look for. Good against bad undecided in the first step's share: cannot
 Every step is stored the moment it is decided (:mod:`labctl.results.bisects`); run again with the same
 profile, recipe, range, metric and threshold, an unfinished bisect resumes: its steps are read back, no
 commit is measured twice, and no build is rebuilt (the recipe cache; a commit that did not build is a
-stored skip). A step killed while measuring is measured again from its start; its trials stay in the
-store as an aborted run.
+stored skip). A step killed while measuring is taken up in its own run: its course is replayed over the
+trials that run holds (the same blocks in the same order, so the looks see what they saw), and only the
+trials it lacks are measured.
 """
 
 from __future__ import annotations
@@ -276,6 +277,7 @@ class Measured:
     medians: dict[str, float | None]
     trials: int
     measure_s: float
+    replayed: int = 0  # trials a killed run of the step had measured, taken again
 
 
 def _step_data(req: Request, shas: list[str]) -> dict[str, Any]:
@@ -286,12 +288,29 @@ def _step_data(req: Request, shas: list[str]) -> dict[str, Any]:
     return data
 
 
+def _kept_trials(db: Path, run_id: int) -> dict[tuple[int, str], TrialRecord]:
+    """A killed step's finished trials, by (block, build): what its course replays instead of measuring."""
+    kept: dict[tuple[int, str], TrialRecord] = {}
+    with Store(db) as store:
+        for record in store.trials(run_id, status=None):
+            block = record.details.get("block")
+            if record.status in ("ok", "failed") and isinstance(block, int):
+                kept.setdefault((block, str(record.config.get("build"))), record)
+    return kept
+
+
 def measure_builds(req: Request, shas: list[str], comparisons: dict[str, Pairing], budget: Budget,
                    settled: Callable[[StepCourse], bool] | None, runner: TrialRunner, on_event: OnEvent | None,
-                   wait: bool, info: dict[str, Any]) -> Measured:
+                   wait: bool, info: dict[str, Any], resume_run: int | None = None,
+                   on_run: Callable[[int], None] | None = None) -> Measured:
     """One step's run: blocks of the builds of ``shas`` until ``settled`` (or the comparisons decided, or
-    ``budget`` spent), every trial stored in a new run of the store (its info: ``bisect``, ``until``)."""
+    ``budget`` spent), every trial stored in a new run of the store (its info: ``bisect``, ``until``), whose
+    id ``on_run`` is told. ``resume_run``: the run of the same step that was killed; it is reopened and its
+    course replayed: a trial it holds (same block, same build) is taken as measured (its time counted
+    against the budget), only the rest is measured, and plan entries it already has are not added again."""
     profile = req.loaded.profile
+    kept = _kept_trials(req.db, resume_run) if resume_run is not None else {}
+    replayed = {"s": 0.0, "trials": 0}
     base = _step_data(req, shas)
     configs = [{"build": label(sha)} for sha in shas]
     course = StepCourse({"build": [c["build"] for c in configs]}, configs, budget, req.threshold_pct, req.metric,
@@ -300,11 +319,21 @@ def measure_builds(req: Request, shas: list[str], comparisons: dict[str, Pairing
         course.lower_is_better = lower_is_better(req.metric)
     collected: list[TrialRecord] = []
     started = time.monotonic()
-    with open_session(req.db, profile.name, base, [], on_event=on_event) as session, \
+    with open_session(req.db, profile.name, base, [], on_event=on_event, run=resume_run) as session, \
             LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
         session.store.update_run_info(session.run_id, order="interleaved", blocked=True, bisect=info)
+        if on_run is not None:
+            on_run(session.run_id)
+        planned = {entry["seq"] for entry in session.store.plan(session.run_id)}
 
         def measure(entry: dict[str, Any]) -> TrialRecord:
+            record = kept.pop((entry["block"], entry["config"]["build"]), None)
+            if record is not None:  # measured before the step was killed
+                if record.started_at is not None and record.finished_at is not None:
+                    replayed["s"] += record.finished_at - record.started_at
+                replayed["trials"] += 1
+                collected.append(record)
+                return record
             trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), req.loaded.source)
             with session.trial(entry["seq"]):
                 record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
@@ -314,10 +343,14 @@ def measure_builds(req: Request, shas: list[str], comparisons: dict[str, Pairing
             return record
 
         def extend(entries: list[dict[str, Any]]) -> None:
-            session.store.extend_plan(session.run_id, entries)
-            session.total += len(entries)
+            new = [e for e in entries if e["seq"] not in planned]
+            if new:
+                session.store.extend_plan(session.run_id, new)
+                planned.update(e["seq"] for e in new)
+                session.total += len(new)
 
-        summary = run_until(course, measure, extend, [], default_metric, lower_is_better, on_event, profile.name)
+        summary = run_until(course, measure, extend, [], default_metric, lower_is_better, on_event, profile.name,
+                            clock=lambda: time.monotonic() + replayed["s"])
         session.store.update_run_info(session.run_id, until=summary)
         run_id = session.run_id
     metric = course.metric or "mpps"
@@ -326,7 +359,8 @@ def measure_builds(req: Request, shas: list[str], comparisons: dict[str, Pairing
         values = [v for r in collected if r.config.get("build") == config["build"]
                   for v in [metric_value(r, metric)] if v is not None]
         medians[config["build"]] = statistics.median(values) if values else None
-    return Measured(run_id, course, summary, medians, len(collected), round(time.monotonic() - started, 1))
+    return Measured(run_id, course, summary, medians, len(collected),
+                    round(time.monotonic() - started + replayed["s"], 1), replayed["trials"])
 
 
 # --- the bisect ---------------------------------------------------------------------------------------
@@ -383,6 +417,7 @@ class Bisect:
         self.direction: str | None = info.get("direction")
         self.metric: str | None = req.metric or info.get("metric")
         self.build_s = float(info.get("build_s", 0.0))
+        self.in_flight: dict[str, Any] | None = info.get("in_flight")  # the step measuring when it was killed
         for step in self.steps:
             if step.kind in ("measure", "skip"):
                 self.course.verdicts[step.sha] = step.verdict
@@ -402,7 +437,29 @@ class Bisect:
     def add_step(self, sha: str, kind: str, verdict: str, run_id: int | None, detail: dict[str, Any]) -> None:
         step = records.add_step(self.store, self.id, sha, kind, verdict, run_id, detail)
         self.steps.append(step)
+        if self.in_flight is not None:
+            self.in_flight = None
+            records.update_info(self.store, self.id, in_flight=None)
         faults.point("bisect.step")
+
+    def started(self, sha: str, kind: str) -> Callable[[int], None]:
+        """What a step tells the bisect once its run exists: the run in flight, for a resume to take up."""
+        def note_run(run_id: int) -> None:
+            self.in_flight = {"run": run_id, "commit": sha, "kind": kind}
+            records.update_info(self.store, self.id, in_flight=self.in_flight)
+        return note_run
+
+    def killed_run(self, sha: str, kind: str) -> int | None:
+        """The run of this step that a killed bisect left (its finished trials are taken again), or None."""
+        flight = self.in_flight
+        if not flight or flight.get("commit") != sha or flight.get("kind") != kind:
+            return None
+        run = next((r for r in self.store.runs() if r["id"] == flight.get("run")), None)
+        if run is None:
+            return None
+        self.note(f"step on {sha[:12]}: taking up run {run['id']}, which it was measuring when it was stopped "
+                  f"({run['ok'] + run['failed']} trials done)")
+        return int(run["id"])
 
     def build(self, sha: str) -> recipes.Built:
         built = recipes.build(replace(self.req.spec, rev=sha), sha, progress=self.note)
@@ -469,7 +526,8 @@ class Bisect:
             return classify(states, self.direction or (change if change in OPPOSITE else None))[0] is not None
 
         measured = measure_builds(req, [req.good, sha, req.bad], comparisons, share, settled, self.runner,
-                                  self.on_event, self.wait, {"bisect": self.id, "step": number, "commit": sha})
+                                  self.on_event, self.wait, {"bisect": self.id, "step": number, "commit": sha},
+                                  self.killed_run(sha, "measure"), self.started(sha, "measure"))
         if self.metric is None:
             self.metric = measured.course.metric
             records.update_info(self.store, self.id, metric=self.metric)
@@ -487,6 +545,7 @@ class Bisect:
                   "reason": reason, "comparisons": {k: s.to_dict() for k, s in states.items()},
                   "medians": measured.medians, "stop": measured.summary.get("stop"), "looks": measured.course.look,
                   "trials": measured.trials, "measure_s": measured.measure_s, "share": str(share),
+                  "replayed": measured.replayed,
                   "built_now": built.built_now, "build_s": built.manifest.get("build_s") if built.built_now else 0.0}
         self.course.verdicts[sha] = verdict
         self.add_step(sha, "measure", verdict, measured.run_id, detail)
@@ -513,7 +572,8 @@ class Bisect:
         self.note(f"final pair: {first_bad[:12]} against its parent {parent[:12]}")
         comparisons = {"pair": Pairing("build", label(parent), label(first_bad))}
         measured = measure_builds(self.req, [parent, first_bad], comparisons, share, None, self.runner, self.on_event,
-                                  self.wait, {"bisect": self.id, "final": first_bad})
+                                  self.wait, {"bisect": self.id, "final": first_bad}, self.killed_run(first_bad, "final"),
+                                  self.started(first_bad, "final"))
         state = measured.course.by_name()["pair"].to_dict()
         detail = {"commit": first_bad, "parent": parent, "comparison": state, "medians": measured.medians,
                   "trials": measured.trials, "measure_s": measured.measure_s, "stop": measured.summary.get("stop")}

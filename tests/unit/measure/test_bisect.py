@@ -122,6 +122,8 @@ def test_a_killed_bisect_resumes_without_repeating_a_step_or_a_build(tmp_path, h
     with Store(tmp_path / "b.db") as store:
         before = records.steps(store, 1)
         assert records.bisect(store, 1)["status"] == "aborted"
+        (killed,) = [run for run in store.runs() if run["status"] == "aborted"]  # c6's step, 2 trials in
+        assert killed["ok"] == 2
     assert [s.kind for s in before] == ["skip", "measure", "measure"]  # c4 (broken) skipped, c3 and c5 measured
     built_before = built_commits(tmp_path)
     calls2: list = []
@@ -131,9 +133,16 @@ def test_a_killed_bisect_resumes_without_repeating_a_step_or_a_build(tmp_path, h
     assert len(shas) == len(set(shas)) and shas[:3] == [(s.sha, s.kind) for s in before]
     # after the resume: c6's step (good, c6, bad) and the final pair (c5 against c6); c3's step is not repeated
     assert set(calls2) == {b.label(history[i]) for i in (0, 5, 6, 8)}
+    c6 = next(s for s in result.steps if s["sha"] == history[6] and s["kind"] == "measure")
+    assert c6["run_id"] == killed["id"] and c6["detail"]["replayed"] == 2  # taken up, its two trials kept
+    assert len(calls2) == c6["detail"]["trials"] - 2 + result.steps[-1]["detail"]["trials"]
     with Store(tmp_path / "b.db") as store:
         step_runs = [s.run_id for s in records.steps(store, 1) if s.run_id is not None]
-        assert len(step_runs) == len(set(step_runs)) == 4 and len(store.runs()) == 5  # + the killed step's run
+        assert len(step_runs) == len(set(step_runs)) == 4 and len(store.runs()) == 4
+        trials = store.trials(killed["id"], status=None)
+        cells = [(t.details["block"], t.config["build"]) for t in trials if t.status != "aborted"]
+        assert len(cells) == len(set(cells)) == c6["detail"]["trials"]  # no trial of it measured twice
+        assert [t.status for t in trials].count("aborted") == 1  # the one the kill interrupted, kept as such
     rebuilt = built_commits(tmp_path)[len(built_before):]
     assert not set(rebuilt) & set(built_before)  # nothing built twice: not the broken commit, not good or bad
 
