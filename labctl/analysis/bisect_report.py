@@ -44,7 +44,7 @@ def step_rows(doc: dict[str, Any]) -> list[list[str]]:
         if step["kind"] == "final":
             continue
         if step["kind"] == "skip":
-            rows.append([str(step["position"]), step["sha"][:12], "-", "skip (does not build)", "-", "-", "-", "-",
+            rows.append([str(step["position"]), step["sha"][:12], (detail.get("subject") or "")[:40], "skip (does not build)", "-", "-", "-", "-",
                          detail.get("log", "")])
             continue
         comparisons = detail.get("comparisons", {})

@@ -140,6 +140,7 @@ def check_request(loaded: LoadedProfile, recipe: str | None, good: str | None, b
                         "bad's history)")
     budget_text = budget or DEFAULT_BUDGET
     limit = parse_budget(budget_text)
+    budget_text = f"{budget_text} trials" if limit.trials is not None else budget_text
     least = _least_trials(len(commits))
     if limit.trials is not None and limit.trials < least:
         raise KnobError(f"--budget {budget_text}: less than the {least} trials the first rounds of this bisect's "
@@ -500,7 +501,8 @@ class Bisect:
             except BuildError as exc:
                 self.note(f"{sha[:12]} does not build: skipped ({exc})")
                 self.course.verdicts[sha] = SKIP
-                self.add_step(sha, "skip", SKIP, None, {"log": exc.log, "error": str(exc)})
+                self.add_step(sha, "skip", SKIP, None, {"log": exc.log, "error": str(exc),
+                                                        "subject": req.subjects.get(sha, "")})
                 continue
             share = self.share(expected_steps(len(self.course.untested())) + 1)
             if share is None:

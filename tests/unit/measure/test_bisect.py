@@ -111,6 +111,16 @@ def test_the_planted_commit_is_found_with_its_interval_and_the_broken_one_skippe
     assert all(run["status"] == "finished" for run in runs)
     assert set(calls) <= {b.label(s) for s in history}
     assert "first bad commit: " + history[6] in result.message
+    # the answer as text, as JSON, as a page; the stored bisect reads back the same
+    from labctl import api
+
+    text = api.render_bisect(result.to_dict())
+    assert f"found: first bad commit: {history[6]}" in text and "skip (does not build)" in text
+    assert f"final pair (run {result.steps[-1]['run_id']}): {history[6][:12]} against its parent {history[5][:12]}: worse" in text
+    page = api.bisect_html(result.to_dict(), tmp_path / "b.html").read_text()
+    assert history[6][:12] in page and "<svg" in page and "<script" not in page
+    stored_doc = api.bisect_document(tmp_path / "b.db")
+    assert stored_doc["first_bad"] == history[6] and len(stored_doc["steps"]) == len(result.steps)
 
 
 def test_a_killed_bisect_resumes_without_repeating_a_step_or_a_build(tmp_path, history):
