@@ -140,11 +140,11 @@ def check_request(loaded: LoadedProfile, recipe: str | None, good: str | None, b
                         "bad's history)")
     budget_text = budget or DEFAULT_BUDGET
     limit = parse_budget(budget_text)
-    budget_text = f"{budget_text} trials" if limit.trials is not None else budget_text
     least = _least_trials(len(commits))
     if limit.trials is not None and limit.trials < least:
         raise KnobError(f"--budget {budget_text}: less than the {least} trials the first rounds of this bisect's "
                         f"steps need ({len(commits)} commits; allowed: {least} or more, or a duration such as 30m)")
+    budget_text = f"{budget_text} trials" if limit.trials is not None else budget_text
     threshold = DEFAULT_THRESHOLD_PCT if threshold_pct is None else float(threshold_pct)
     if not 0 < threshold < 100:
         raise KnobError(f"--threshold {threshold:g}: out of range (allowed: above 0 and below 100 per cent)")
