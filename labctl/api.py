@@ -750,12 +750,13 @@ def trend_marks(db: str | Path = DEFAULT_DB, run: int | None = None, limit: int 
 
 def check_bisect(loaded: LoadedProfile, recipe: str | None, good: str | None, bad: str | None,
                  budget: str | None = None, threshold_pct: float | None = None, metric: str | None = None,
-                 db: str | Path = DEFAULT_DB):
+                 db: str | Path = DEFAULT_DB, step_blocks: int | None = None):
     """``labctl bisect``'s arguments checked before anything is built (:func:`labctl.measure.bisect.check_request`):
-    the recipe, both revisions (known, good an ancestor of bad), the budget, threshold, metric and store."""
+    the recipe, both revisions (known, good an ancestor of bad), the budget, threshold, metric, the blocks a
+    step plans its looks over, and the store."""
     from labctl.measure.bisect import check_request
 
-    return check_request(loaded, recipe, good, bad, budget, threshold_pct, metric, db)
+    return check_request(loaded, recipe, good, bad, budget, threshold_pct, metric, db, step_blocks)
 
 
 def bisect(request, on_event: OnEvent | None = None, scope: CancelScope | None = None, wait: bool = True):

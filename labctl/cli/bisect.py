@@ -36,6 +36,9 @@ def bisect(profile: Path = typer.Argument(..., help="the lab profile: its recipe
                                                      help="smallest change that counts, in per cent (default "
                                                           f"{api.DEFAULT_THRESHOLD_PCT:g}); within it: equivalent"),
            metric: Optional[str] = typer.Option(None, "--metric", help="what is judged (default: the run's own rate)"),
+           step_blocks: Optional[int] = typer.Option(None, "--step-blocks", metavar="N",
+                                                     help="the most blocks a step plans its looks over, within its share "
+                                                          "of the budget (default 8; more for a noisier host)"),
            set_: Optional[List[str]] = typer.Option(None, "--set", help="KNOB=VALUE, repeatable"),
            as_json: bool = typer.Option(False, "--json", help="print the answer as JSON (first_bad: the full sha)"),
            html: Optional[Path] = typer.Option(None, "--html", metavar="FILE",
@@ -52,7 +55,7 @@ def bisect(profile: Path = typer.Argument(..., help="the lab profile: its recipe
     loaded = api.load(profile, api.parse_overrides(set_))
     for warning in loaded.warnings:
         typer.echo(warning.render(str(profile)), err=True)
-    request = api.check_bisect(loaded, recipe, good, bad, budget, threshold, metric, db)
+    request = api.check_bisect(loaded, recipe, good, bad, budget, threshold, metric, db, step_blocks)
     result = api.bisect(request, on_event=_printer, wait=not no_wait)
     doc = result.to_dict()
     typer.echo(api.render_bisect(doc, "json" if as_json else "table"))

@@ -36,6 +36,7 @@ def setup(tmp_path, monkeypatch):
     (["--good", "main~2", "--bad", "main", "--budget", "5"], "--budget 5: less than the "),
     (["--good", "main~2", "--bad", "main", "--threshold", "0"], "--threshold 0: out of range (allowed: "),
     (["--good", "main~2", "--bad", "main", "--metric", "speed"], "--metric speed: "),
+    (["--good", "main~2", "--bad", "main", "--step-blocks", "2"], "--step-blocks 2: out of range (allowed: 3..100"),
     (["--good", "main~2", "--bad", "main", "--html", "x.txt"], "--html x.txt: the page is written as HTML"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_build(cli, setup, tmp_path, args, first):

@@ -109,6 +109,9 @@ def test_the_planted_commit_is_found_with_its_interval_and_the_broken_one_skippe
     assert stored["status"] == "finished" and stored["info"]["result"]["first_bad"] == history[6]
     assert len(runs) == len(measured) + 1  # a run per measured step and one for the final pair
     assert all(run["status"] == "finished" for run in runs)
+    with Store(tmp_path / "b.db") as store:  # each step's looks planned over at most --step-blocks (8) blocks
+        horizons = [store.run(run["id"])["info"]["until"]["max_blocks"] for run in runs]
+    assert horizons and all(h == b.STEP_BLOCKS for h in horizons), horizons
     assert set(calls) <= {b.label(s) for s in history}
     assert "first bad commit: " + history[6] in result.message
     # the answer as text, as JSON, as a page; the stored bisect reads back the same
