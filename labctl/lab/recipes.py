@@ -304,8 +304,9 @@ def _failure(spec: RecipeBuild, commit: str, key: str, log_path: Path, failed: P
     failed.mkdir(mode=0o755, exist_ok=True)
     kept = failed / f"{commit[:12]}-{key[:8]}.log"
     shutil.copyfile(log_path, kept)
-    tail = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip() and not ln.startswith("# ")]
-    last = f": {tail[-1][:160]}" if tail else ""
+    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip() and not ln.startswith("# ")]
+    errors = [ln for ln in lines if "error" in ln.lower()]  # the first compiler error, not make's summary
+    last = f": {(errors or lines)[0 if errors else -1].strip()[:160]}" if lines else ""
     return BuildError(f"recipe {spec.name}: the build of commit {commit[:12]} ({spec.rev}) failed ({why}{last}); "
                       f"log {kept}", commit=commit, log=str(kept))
 

@@ -534,8 +534,9 @@ class Bisect:
                        "change": Pairing("build", good, bad)}
         number = sum(1 for s in self.steps if s.kind == "measure") + 1
         left = len(self.course.untested())
+        shown = f"{share.trials} trials" if share.trials is not None else f"{share.seconds or 0:.0f} s"
         self.note(f"step {number}: {sha[:12]} {req.subjects.get(sha, '')!r} against good {good} and bad {bad} "
-                  f"({left} untested commits left; share {share})")
+                  f"({left} untested commits left; share {shown})")
 
         def settled(course: StepCourse) -> bool:
             states = course.by_name()
@@ -563,7 +564,7 @@ class Bisect:
         detail = {"number": number, "commit": sha, "subject": req.subjects.get(sha, ""), "between": list(bounds),
                   "reason": reason, "comparisons": {k: s.to_dict() for k, s in states.items()},
                   "medians": measured.medians, "stop": measured.summary.get("stop"), "looks": measured.course.look,
-                  "trials": measured.trials, "measure_s": measured.measure_s, "share": str(share),
+                  "trials": measured.trials, "measure_s": measured.measure_s, "share": shown,
                   "replayed": measured.replayed,
                   "built_now": built.built_now, "build_s": built.manifest.get("build_s") if built.built_now else 0.0}
         self.course.verdicts[sha] = verdict
