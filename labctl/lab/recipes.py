@@ -307,8 +307,9 @@ def _failure(spec: RecipeBuild, commit: str, key: str, log_path: Path, failed: P
     lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip() and not ln.startswith("# ")]
     errors = [ln for ln in lines if "error" in ln.lower()]  # the first compiler error, not make's summary
     last = f": {(errors or lines)[0 if errors else -1].strip()[:160]}" if lines else ""
-    return BuildError(f"recipe {spec.name}: the build of commit {commit[:12]} ({spec.rev}) failed ({why}{last}); "
-                      f"log {kept}", commit=commit, log=str(kept))
+    rev = "" if commit.startswith(spec.rev) else f" ({spec.rev})"
+    return BuildError(f"recipe {spec.name}: the build of commit {commit[:12]}{rev} failed ({why}{last}); log {kept}",
+                      commit=commit, log=str(kept))
 
 
 def _say(progress: Progress, message: str) -> None:
