@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from advisor.advice import Advice, Inconclusive, Recommendation, show_value
+from labctl.analysis.course import describe, heading
 from labctl.results.metrics import lookup
 
 
@@ -37,23 +38,6 @@ def _inverse(state: dict[str, Any], loss: bool) -> tuple[float, tuple[float, flo
     return inv(state["change_pct"]), (inv(state["high_pct"]), inv(state["low_pct"]))
 
 
-def _said(state: dict[str, Any]) -> str:
-    """Verdict, change and interval, trials, achieved confidence: one comparison in words."""
-    from labctl.measure.until import describe
-
-    return describe(state)
-
-
-def _head(course: dict[str, Any]) -> str:
-    from labctl.measure.until import stop_text
-
-    stop = stop_text(course)
-    run = f" (run {course['run_id']})" if course.get("run_id") is not None else ""
-    looks = course.get("looks")
-    return (f"until decided{run}: {stop}; {course.get('metric')}, within-block ratios, threshold "
-            f"±{course.get('threshold_pct'):g}%, error {course.get('alpha'):g} spent over {looks} look{'s' * (looks != 1)}")
-
-
 def _trials(records_by_knob: dict[str, dict[str, list[int]]], knob: str, *values: Any) -> list[int]:
     cells = records_by_knob.get(knob, {})
     return sorted({i for v in values for i in cells.get(repr(v), [])})
@@ -65,7 +49,7 @@ def knob_decision(knob: str, states: list[dict[str, Any]], course: dict[str, Any
     metric = course.get("metric") or "mpps"
     entry = lookup(metric)
     loss = entry is not None and entry.kind == "loss"
-    head = _head(course)
+    head = heading(course, course.get("run_id"))
     baseline = states[0]["baseline"]
     better = [s for s in states if s["verdict"] == "better"]
     if better:
@@ -75,22 +59,22 @@ def knob_decision(knob: str, states: list[dict[str, Any]], course: dict[str, Any
                 if untested else "")
         return Recommendation(knob, best["candidate"], metric, best["change_pct"], (best["low_pct"], best["high_pct"]),
                               _trials(ids, knob, baseline, best["candidate"]),
-                              f"{head}. {_said(best)}{note}", baseline=baseline, settings={knob: best["candidate"]})
+                              f"{head}. {describe(best)}{note}", baseline=baseline, settings={knob: best["candidate"]})
     open_ = [s for s in states if s["verdict"] in ("open", "refused")]
     if open_:
-        return Inconclusive(knob, f"{head}. " + "; ".join(_said(s) for s in open_))
+        return Inconclusive(knob, f"{head}. " + "; ".join(describe(s) for s in open_))
     worse = [s for s in states if s["verdict"] == "worse"]
     if worse:  # every candidate worse or equivalent: keep the baseline, shown against the nearest worse one
         near = min(worse, key=lambda s: abs(s["change_pct"]))
         gain, ci = _inverse(near, loss)
-        why = "; ".join(_said(s) for s in states)
+        why = "; ".join(describe(s) for s in states)
         return Recommendation(knob, baseline, metric, gain, ci, _trials(ids, knob, baseline, *[s["candidate"] for s in states]),
                               f"{head}. Keep {show_value(baseline)}: {why}", baseline=near["candidate"],
                               settings={knob: baseline})
     # every candidate equivalent within the band: keep the baseline (the sweep's first, the current value)
     widest = max(states, key=lambda s: max(abs(s["low_pct"]), abs(s["high_pct"])))
     gain, ci = _inverse(widest, loss)
-    why = "; ".join(_said(s) for s in states)
+    why = "; ".join(describe(s) for s in states)
     return Recommendation(knob, baseline, metric, gain, ci, _trials(ids, knob, baseline, *[s["candidate"] for s in states]),
                           f"{head}. Equivalent within ±{course.get('threshold_pct'):g}%: keep {show_value(baseline)} "
                           f"(rule: equivalent values buy nothing measurable, so keep the sweep's first, the current "

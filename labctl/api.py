@@ -7,48 +7,92 @@ allowed values, before anything is created), does the work, and reports progress
 stop it cleanly (the trial in flight is torn down; a sweep stays resumable); SIGTERM does the same.
 
 Nothing below this module imports :mod:`advisor`; the advice, the pinning plan and the adaptive search
-are reached through here.
+are reached through here. The reading of stored runs (reports, pivots, plots, comparisons, trends, the
+until-decided verdicts) lives in :mod:`labctl.analysis.face` and ``labctl apply``'s in
+:mod:`labctl.domain_edit.face`; this module re-exports both, so a face imports only ``labctl.api``
+(``tests/unit/cli/test_through_api.py``, ``tests/unit/fleet/test_through_api.py``).
+
+Imports marked ``lazy:`` stay inside their function, because the module they name would slow every start
+of the CLI (``labctl --help`` too). Measured as the time ``import M`` adds after ``import labctl.cli`` on a
+2-core Debian 12 host (median of 5): ``scipy``: scipy and numpy for the statistics (analysis, the advisor's
+recommend, ``measure.until`` and so ``measure.sweep``), 1.0 s; ``optuna``: the adaptive search
+(``advisor.search``: optuna 0.2 s, with scipy), 0.9 s; ``numpy``: the steadiness probe, 0.09 s; ``lab``:
+the lab and measure rooms (libvirt-python, MLRsearch), 0.1 s together. ``labctl --help`` took 0.61 s so,
+and 1.95 s with every one of them at the top (medians of 11, the host busy with another test run). The
+cheap rooms (the advisor's advice, apply, verdicts and pinning, the host's facts, the page's template, the
+image caches) are imported at the top: ``import labctl.cli`` takes 0.38 s with them there, 0.40 s when
+they were lazy (medians of 21, within the noise).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import Any, Iterable
 
+from advisor.advice import DEFAULT_MAX_LOSS
+from advisor.apply import write_tuned
+from advisor.pinning import pinning_plan
+from advisor.verdicts import apply_until
 from labctl import signals
-from labctl.errors import ProfileError, Problem, UserError
+from labctl.analysis.course import course_lines
+from labctl.analysis.face import (
+    EXPORT_FORMATS, NO_GROUPING, check_html_out, check_metric, check_report_format, check_store, check_threshold,
+    check_view_format, check_writable, compare, compare_html, compare_trials, export_trials, import_trials,
+    parse_selection, pivot, plot, render_comparison, render_pivot, render_report, render_trend, report,
+    report_metrics, reports, run_verdicts, runs, trend, trial_summary, trials,
+)
+from labctl.analysis.grouping import knob_value
+from labctl.analysis.html.page import render_run, write as write_page
+from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice, undo_domain,
+                                     verify_domain)
+from labctl.errors import Interrupted, LabError, ProfileError, Problem, UserError
 from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
-from labctl.paths import can_create
-from labctl.profile.load import LoadedProfile, load_profile
-from labctl.results.access import open_store, resolve_run, run_pair, run_trials
-from labctl.results.interchange import import_files as import_runs  # noqa: F401  (the fleet's: files, db)
-from labctl.results.interchange import read_jsonl as read_trials_file  # noqa: F401  (the fleet's)
-from labctl.results.interchange import write_jsonl as write_trials_file  # noqa: F401  (the fleet's)
-from labctl.results.metrics import DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric, resolve
-from labctl.results.record import SEARCH_ROLES, Metrics, TrialRecord, judged_trials
-from labctl.results.store import Store
+from labctl.host.facts import gather
+from labctl.lab.libvirt.appliance import cache as appliance
+from labctl.lab.libvirt.guestimage import cache as guestimage
+from labctl.profile.knobs import parse_assignment, short_label
+from labctl.profile.load import ANY_CPU, LoadedProfile, load_profile
+from labctl.results.access import DEFAULT_DB, run_trials
+from labctl.results.interchange import import_files as import_runs, read_jsonl as read_trials_file
+from labctl.results.interchange import write_jsonl as write_trials_file
+from labctl.results.lines import describe_nics, trial_rate
+from labctl.results.metrics import ALIASES, DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric
+from labctl.results.record import SEARCH_ROLES, TrialRecord, plan_entry
 from labctl.signals import CancelScope
 
 __all__ = [
-    "Event", "OnEvent", "CancelScope", "Validation", "Doctor", "DEFAULT_DB", "SEARCH_ROLES",
-    "load", "parse_overrides", "validate", "render", "up", "down", "status", "build_image", "build_guest_image",
-    "run", "sweep", "tune", "replay", "runs", "trials", "report", "render_report", "plot",
-    "import_trials", "export_trials", "advise", "apply_advice", "plan", "doctor", "check_writable",
-    "report_metrics", "check_budget", "ndr", "search_settings", "default_metric", "DEFAULT_PRECISION",
-    "DEFAULT_THRESHOLD_PCT", "load_for_hosts", "check_store", "import_runs", "read_trials_file", "write_trials_file",
+    # base: events, cancel scopes, the errors faces catch, the host's report
+    "Event", "OnEvent", "CancelScope", "LabError", "Interrupted", "UserError", "Doctor", "describe_host",
+    # profiles and labs
+    "DEFAULT_DB", "load", "load_profile", "load_for_hosts", "parse_overrides", "Validation", "validate", "render",
+    "up", "DownResult", "down", "status", "build_image", "build_guest_image",
+    # measuring
+    "run", "sweep", "check_sweep", "tune", "check_budget", "replay", "ndr", "search_settings", "measure_metric",
+    "MEASURE_METRICS", "DEFAULT_PRECISION", "DEFAULT_THRESHOLD_PCT", "default_metric", "SEARCH_ROLES",
+    # advice, the pinning plan, the host
+    "advise", "apply_advice", "plan", "doctor",
+    # labctl apply (labctl.domain_edit.face)
+    "apply_xml", "apply_domain", "verify_domain", "undo_domain", "emit_advice", "check_emit_form",
+    # the fleet's
+    "import_runs", "read_trials_file", "write_trials_file",
+    # words every face says alike
+    "knob_label", "describe_nics", "trial_rate", "plan_entry", "course_lines",
+    # the page of a run
+    "report_document", "report_html",
+    # the reading of stored runs (labctl.analysis.face)
+    "check_writable", "runs", "trials", "report_metrics", "check_metric", "report", "reports", "pivot", "render_pivot",
+    "check_report_format", "render_report", "trial_summary", "NO_GROUPING", "plot", "import_trials", "check_store",
+    "EXPORT_FORMATS", "export_trials", "check_threshold", "compare", "check_view_format", "render_comparison",
+    "parse_selection", "trend", "render_trend", "compare_trials", "check_html_out", "compare_html", "run_verdicts",
 ]
-
-DEFAULT_DB = Path("labctl.db")
 
 
 # --- profiles -----------------------------------------------------------------------------------------
 
 def parse_overrides(assignments: Iterable[str] | None) -> dict[str, Any]:
     """``["guest.nics.*.queues=2", ...]`` (the CLI's ``--set``) as knob -> value."""
-    from labctl.profile.knobs import parse_assignment
-
     return dict(parse_assignment(text) for text in assignments or [])
 
 
@@ -71,8 +115,6 @@ class Validation:
 def load_for_hosts(path: str | Path) -> LoadedProfile:
     """A profile that runs on other hosts (``labctl fleet sweep``): every rule, but its CPU pins are left to
     each host to check against its own CPUs."""
-    from labctl.profile.load import ANY_CPU
-
     return load_profile(path, cpus=ANY_CPU)
 
 
@@ -91,7 +133,7 @@ def validate(paths: Iterable[str | Path]) -> list[Validation]:
 
 def render(loaded: LoadedProfile, uri: str | None = None, guest: str = "a") -> str:
     """The libvirt domain XML of a profile (``guest`` ``b``: guest B of a vm2vm profile)."""
-    from labctl.lab.libvirt.lifecycle import render_profile
+    from labctl.lab.libvirt.lifecycle import render_profile  # lazy: lab
 
     return render_profile(loaded.profile, uri, guest)
 
@@ -101,7 +143,7 @@ def render(loaded: LoadedProfile, uri: str | None = None, guest: str = "a") -> s
 def up(loaded: LoadedProfile, uri: str | None = None, mode: str = "verify", timeout_s: float = 300.0,
        on_event: OnEvent | None = None, scope: CancelScope | None = None):
     """Define and start the profile's guest; returns requested vs negotiated per NIC and the pins."""
-    from labctl.lab.libvirt.lifecycle import up as lab_up
+    from labctl.lab.libvirt.lifecycle import up as lab_up  # lazy: lab
 
     if not 1 <= timeout_s <= 3600:
         raise UserError(f"--timeout {timeout_s:g}: out of range (allowed: 1..3600 seconds)")
@@ -118,7 +160,7 @@ class DownResult:
 def down(target: str, uri: str | None = None, scope: CancelScope | None = None) -> DownResult:
     """Remove everything labctl created for a lab (a profile file or a lab name); idempotent. SIGTERM
     stops it between two resources (what is left stays in the ledger for the next ``down``)."""
-    from labctl.lab.libvirt.lifecycle import down as lab_down, lab_name_of
+    from labctl.lab.libvirt.lifecycle import down as lab_down, lab_name_of  # lazy: lab
 
     name = lab_name_of(target)
     if uri is None and target.endswith((".yaml", ".yml")):
@@ -130,15 +172,13 @@ def down(target: str, uri: str | None = None, scope: CancelScope | None = None) 
 
 def status(uri: str | None = None) -> list[dict[str, Any]]:
     """The labs labctl has up, with requested vs applied pins and negotiated NICs."""
-    from labctl.lab.libvirt.lifecycle import status as lab_status
+    from labctl.lab.libvirt.lifecycle import status as lab_status  # lazy: lab
 
     return lab_status(uri)
 
 
 def build_image(force: bool = False, on_event: OnEvent | None = None):
     """Build (or find cached) the workload appliance the libvirt lab boots."""
-    from labctl.lab.libvirt.appliance import cache as appliance
-
     return appliance.build(force=force, progress=lambda text: notify(on_event, "note", message=text))
 
 
@@ -146,8 +186,6 @@ def build_guest_image(out: str | Path | None, force: bool = False, on_event: OnE
     """Build (or find cached) the Debian 12 guest disk image (``labctl image guest``) and copy it to ``out``.
     An existing ``out`` that is not an image labctl made is refused (``force``: replaced, and the image rebuilt).
     Returns a :class:`~labctl.lab.libvirt.guestimage.GuestImageInfo` (``out`` set when copied)."""
-    from labctl.lab.libvirt.guestimage import cache as guestimage
-
     target = Path(out).expanduser().absolute() if out is not None else None
     if target is not None:
         guestimage.check_out(target, force)
@@ -163,7 +201,7 @@ def run(loaded: LoadedProfile, on_event: OnEvent | None = None, scope: CancelSco
     """One trial of an embedded profile: warm-up, measurement window, teardown. ``wait``: a trial whose
     CPUs another trial measures on waits for them (a ``note`` says for whom); False fails at once
     (:class:`~labctl.errors.CpusBusyError`). The same for sweep, tune and ndr."""
-    from labctl.measure.trial import run_trial
+    from labctl.measure.trial import run_trial  # lazy: lab
 
     with signals.stoppable(scope):
         return run_trial(loaded, on_event=on_event, wait=wait)
@@ -182,7 +220,7 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
     ``metric``: ``mpps`` (a trial at the profile's rate) or ``ndr``/``pdr`` (an NDR/PDR search per
     configuration and repeat; its measurements are stored too). ``order``/``seed``: the order within a
     repeat (``interleaved``, or ``random`` with a seed recorded in the run; default: the profile's)."""
-    from labctl.measure.sweep import run_sweep
+    from labctl.measure.sweep import run_sweep  # lazy: lab, scipy
 
     metric = measure_metric(metric)
     settings = _metric_search(loaded, metric)
@@ -192,20 +230,34 @@ def sweep(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, repeat: int | None
                          verdict_metric=verdict_metric, futility_pct=futility_pct)
 
 
+def check_sweep(repeat: int | None = None, until: str | None = None, budget: str | None = None,
+                futility_pct: float | None = None, steadiness_s: float | None = None) -> None:
+    """A sweep's options checked before its profile is read, in the order the CLI names them: the repeats,
+    ``until`` with its ``budget``, the futility (only with ``until``), the steadiness probe's duration."""
+    from labctl.host.steadiness import check_arguments  # lazy: numpy
+    from labctl.measure.sweep import check_repeat  # lazy: lab, scipy
+    from labctl.measure.until import check_futility, check_until  # lazy: scipy
+
+    check_repeat(repeat)
+    check_until(until, budget)
+    if until is not None:
+        check_futility(futility_pct)
+    if steadiness_s is not None:
+        check_arguments(steadiness_s)
+
+
 MEASURE_METRICS = ("mpps", "ndr", "pdr")
 
 
 def measure_metric(metric: str) -> str:
     """What a sweep or tune measures, by its short name: ``ndr_mpps`` / ``pdr_mpps`` (the registry's names
     of what ``ndr`` / ``pdr`` name) are taken as ``ndr`` / ``pdr``."""
-    from labctl.results.metrics import ALIASES
-
     return {name: alias for alias, name in ALIASES.items()}.get(metric, metric)
 
 
 def _metric_search(loaded: LoadedProfile, metric: str):
     """The NDR/PDR search settings a sweep or tune by ``ndr``/``pdr`` runs (None for ``mpps``)."""
-    from labctl.measure.ndr import check_searchable
+    from labctl.measure.ndr import check_searchable  # lazy: lab
 
     if metric not in MEASURE_METRICS:
         raise UserError(f"--metric {metric}: not a measured metric (allowed: {', '.join(MEASURE_METRICS)})")
@@ -226,9 +278,9 @@ def tune(loaded: LoadedProfile, budget: int, seed: int = 0, db: str | Path = DEF
          wait: bool = True):
     """Adaptive search (TPE, then a race) over the profile's sweep matrix with live trials, each stored;
     ``metric`` ``ndr``/``pdr``: each evaluation is an NDR/PDR search, the search maximises that rate."""
-    from advisor.search import space_from_profile, tune as search
-    from labctl.measure.labs import check_measurable
-    from labctl.measure.tune import run_tune
+    from advisor.search import space_from_profile, tune as search  # lazy: optuna, scipy
+    from labctl.measure.labs import check_measurable  # lazy: lab
+    from labctl.measure.tune import run_tune  # lazy: lab
 
     check_budget(budget)
     if loaded.profile.workload.kind != "forward":
@@ -251,7 +303,7 @@ def ndr(loaded: LoadedProfile, db: str | Path = DEFAULT_DB, search: str = "mlrse
     """NDR (no loss) and PDR (0.5% loss) of a profile's lab with MLRsearch (or ``search="binary"``), then
     latency at 10/50/90% of PDR; every trial of the search is stored in a new run. Returns the
     :class:`~labctl.measure.ndr.NdrResult` (``run_id`` set)."""
-    from labctl.measure.ndr import run_ndr
+    from labctl.measure.ndr import run_ndr  # lazy: lab
 
     settings = search_settings(loaded, search, precision, final_trial_s, initial_trial_s, duration_sum_s)
     with signals.stoppable(scope):
@@ -262,7 +314,7 @@ def search_settings(loaded: LoadedProfile, search: str = "mlrsearch", precision:
                     final_trial_s: float | None = None, initial_trial_s: float = 1.0,
                     duration_sum_s: float | None = None):
     """An NDR/PDR search's settings; the final trial lasts the profile's ``workload.duration_s`` unless given."""
-    from labctl.measure.ndr import SearchSettings
+    from labctl.measure.ndr import SearchSettings  # lazy: lab
 
     final = final_trial_s if final_trial_s is not None else loaded.profile.workload.duration_s
     settings = SearchSettings(search=search, precision=precision, initial_trial_s=min(initial_trial_s, final),
@@ -274,147 +326,10 @@ def search_settings(loaded: LoadedProfile, search: str = "mlrsearch", precision:
 
 def replay(path: str | Path, budget: int, seed: int = 0):
     """The same adaptive search against recorded trials (JSONL), for judging it offline."""
-    from advisor.search import replay as replay_search
+    from advisor.search import replay as replay_search  # lazy: optuna, scipy
 
     check_budget(budget)
     return replay_search(Path(path), budget, seed)
-
-
-# --- results ------------------------------------------------------------------------------------------
-
-def check_writable(out: Path, option: str = "--out") -> None:
-    """``out`` must name a file in an existing, writable directory (checked before any work)."""
-    if not can_create(out):
-        raise UserError(f"{option} {out}: cannot write there (allowed: a file in an existing writable directory)")
-
-
-def runs(db: str | Path) -> list[dict[str, Any]]:
-    """Every run of the store, oldest first, with its trial counts."""
-    with open_store(db) as store:
-        return store.runs()
-
-
-def trials(db: str | Path, run: int | None = None, status: str | None = "ok",
-           host: str | None = None, measurements: bool = False) -> tuple[int, list[TrialRecord]]:
-    """(run id, its trials of ``status``; None: every status) for ``run``, or the newest run; ``host``:
-    only the trials of that host (a fleet's merged store holds many). The single measurements an
-    NDR/PDR search made are left out unless ``measurements`` (their search's record stands for them)."""
-    run_id, records, _info = run_trials(db, run, status, host, measurements)
-    return run_id, records
-
-
-def report_metrics() -> list[str]:
-    """The scalar metrics a report or plot can summarise."""
-    return [k for k, f in Metrics.model_fields.items() if f.annotation in (float | None, int | None)]
-
-
-def _check_metric(metric: str) -> str:
-    """The scalar metric ``metric`` names (an alias resolved: ``ndr`` -> ``ndr_mpps``); UserError naming
-    the allowed ones otherwise."""
-    return resolve(metric, report_metrics(), what="a scalar metric")
-
-
-def report(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None, metric: str | None = None,
-           host: str | None = None):
-    """A run's report: per configuration the median, its 95% CI, n, loss, A/B deltas and notes (trials of
-    different hosts, accelerators or labs are never pooled; ``host`` keeps one host's). ``metric``
-    defaults to the trials' own rate (:func:`default_metric`); NDR, PDR and p99 latency are shown beside
-    the metric wherever they were measured."""
-    from labctl.analysis.report import build_report
-
-    if metric is not None:
-        metric = _check_metric(metric)
-    run_id, records, info = run_trials(db, run, host=host)
-    metric = metric or default_metric(records)
-    return build_report(records, by, run_id, metric, run_info=info)
-
-
-def pivot(db: str | Path = DEFAULT_DB, run: int | None = None, rows: str = "", by: str = "",
-          metrics: list[str] | None = None, host: str | None = None):
-    """A run as the posts' tables: ``rows`` knob values as rows, a column group per ``by`` value, per metric
-    the median with its interval and the % change against the first ``by`` value (see
-    :mod:`labctl.analysis.pivot`; default metrics: bandwidth or transactions and service demand)."""
-    from labctl.analysis.pivot import build_pivot
-
-    metrics = [_check_metric(metric) for metric in metrics or []] or None
-    run_id, records = trials(db, run, host=host)
-    return build_pivot(records, rows, by, metrics, run_id)
-
-
-def render_pivot(result, fmt: str = "table") -> str:
-    from labctl.analysis.pivot import render_pivot as render_as
-    from labctl.analysis.renderers import check_format
-
-    check_format(fmt)
-    return render_as(result, fmt)
-
-
-def render_report(result, fmt: str = "table", terminal_plot: bool = False) -> str:
-    """A report as ``table``, ``md``, ``csv`` or ``json``; with ``terminal_plot`` a bar chart under a table."""
-    from labctl.analysis.renderers import render as render_as, render_terminal_plot
-
-    text = render_as(result, fmt)
-    if fmt == "table" and terminal_plot and len(result.rows) > 1:
-        text += "\n" + render_terminal_plot(result)
-    return text
-
-
-#: What ``labctl plot --by`` takes for "no grouping" (besides leaving it out).
-NO_GROUPING = ("", "none")
-
-
-def plot(by: str | None, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
-         metric: str | None = None, host: str | None = None) -> Path:
-    """A PNG of medians with 95% intervals against one knob, one series per combination of the others.
-    ``by`` None, empty or ``none``: no grouping, a point per configuration (a run with one varying knob
-    is still plotted against it: that is the same plot with the knob's name on the axis)."""
-    from labctl.analysis.plot import plot_report
-    from labctl.analysis.report import build_report
-
-    out = Path(out)
-    if out.suffix.lower() != ".png":
-        raise UserError(f"--out {out}: the plot is written as PNG (allowed: a path ending in .png)")
-    check_writable(out)
-    if metric is not None:
-        metric = _check_metric(metric)
-    if by is not None and by.strip().lower() in NO_GROUPING:
-        by = None
-    run_id, records = trials(db, run, host=host)
-    return plot_report(build_report(records, by, run_id, metric or default_metric(records)), out)
-
-
-def import_trials(file: str | Path, db: str | Path = DEFAULT_DB, name: str | None = None) -> tuple[int, int]:
-    """Load trials from JSON lines into the store as one run, all or nothing: (run id, count)."""
-    return import_runs([(file, name)], db)[0]
-
-
-def check_store(db: str | Path, option: str = "--db") -> None:
-    """``db`` is a result store (``NotAStoreError``, exit 2, when it is another file), or a file that can
-    be created: checked before any work."""
-    if Path(db).exists():
-        Store(db).close()
-    else:
-        check_writable(Path(db), option)
-
-
-EXPORT_FORMATS = ("jsonl", "csv")
-
-
-def export_trials(db: str | Path, out: str | Path | IO[str], fmt: str = "jsonl", run: int | str | None = None) -> int:
-    """Write trials as JSON lines (the import format) or CSV; returns how many. ``run``: an id or a name
-    (:func:`resolve_run`); None: every run."""
-    from labctl.results.interchange import export_csv, export_jsonl
-
-    if fmt not in EXPORT_FORMATS:
-        raise UserError(f"--format {fmt}: not an export format (allowed: {', '.join(EXPORT_FORMATS)})")
-    if isinstance(out, (str, Path)):
-        check_writable(Path(out))
-    run = resolve_run(db, run)
-    writer = export_jsonl if fmt == "jsonl" else export_csv
-    with open_store(db) as store:
-        if run is not None:
-            store.run(run)
-        return writer(store, out, run)
 
 
 # --- advice -------------------------------------------------------------------------------------------
@@ -426,11 +341,9 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
     the rate ranked (``mpps``; ``ndr_mpps``/``pdr_mpps`` for a run of NDR/PDR searches, the default there;
     ``bandwidth_gbps``/``transactions_per_s`` for a tcp_stream/tcp_rr run, the default there, which takes
     no ``max_loss``: no loss limit applies to TCP)."""
-    from advisor.advice import DEFAULT_MAX_LOSS
-    from advisor.recommend import TCP_METRICS, advise as make_advice, advised_metrics
-    from labctl.results.metrics import ALIASES
+    from advisor.recommend import TCP_METRICS, advise as make_advice, advised_metrics  # lazy: scipy
 
-    run_id, records = trials(db, run, status=None, host=host)
+    run_id, records, info = run_trials(db, run, status=None, host=host)
     allowed = advised_metrics(records)
     given, metric = metric, ALIASES.get(metric, metric) if metric else default_metric(records)
     if metric not in allowed:
@@ -441,18 +354,12 @@ def advise(db: str | Path = DEFAULT_DB, run: int | None = None, max_loss: float 
         raise UserError(f"--max-loss {max_loss:g}: no loss limit applies to run {run_id}'s tcp trials (TCP "
                         "retransmits what is lost; allowed: --max-loss only for forwarding runs)")
     advice = make_advice(records, max_loss=DEFAULT_MAX_LOSS if max_loss is None else max_loss, metric=metric)
-    return _until_advice(db, run_id, records, advice)
+    return _until_advice(info.get("until"), run_id, records, advice)
 
 
-def _until_advice(db: str | Path, run_id: int, records: list, advice):
-    """A ``sweep --until decided`` run: its own verdicts decide the knobs they cover
-    (:func:`advisor.verdicts.apply_until`)."""
-    from advisor.verdicts import apply_until
-    from labctl.analysis.grouping import knob_value
-    from labctl.results.access import open_store
-
-    with open_store(db) as store:
-        course = store.run(run_id)["info"].get("until")
+def _until_advice(course: dict[str, Any] | None, run_id: int, records: list, advice):
+    """A ``sweep --until decided`` run (``course``: its info's ``until``): its own verdicts decide the knobs
+    they cover (:func:`advisor.verdicts.apply_until`)."""
     if not course:
         return advice
     ids: dict[str, dict[str, list[int]]] = {}
@@ -467,23 +374,14 @@ def _until_advice(db: str | Path, run_id: int, records: list, advice):
 def apply_advice(profile: str | Path, out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None,
                  max_loss: float | None = None) -> list[str]:
     """Write ``out``: the profile with the advice applied (validated by reading it back); returns notes."""
-    from advisor.apply import write_tuned
-
     check_writable(Path(out))
     return write_tuned(profile, advise(db, run, max_loss), out)
 
 
 def plan(profile: str | Path):
     """A pinning plan and first settings from this host's topology, before any measurement."""
-    from advisor.pinning import pinning_plan
-    from labctl.host.facts import gather
-
     return pinning_plan(gather(), load_profile(profile).profile)
 
-
-from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice,  # noqa: E402,F401  (labctl apply)
-                                     undo_domain, verify_domain)
-__all__ += ["apply_xml", "apply_domain", "verify_domain", "undo_domain", "emit_advice", "check_emit_form"]
 
 # --- host ---------------------------------------------------------------------------------------------
 
@@ -491,8 +389,7 @@ def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,
            scope: CancelScope | None = None) -> Doctor:
     """What this host can do (CPUs, NUMA, hugepages, KVM, versions, lab backends), and optionally how
     steady its own speed is (``steadiness_s`` seconds of probing)."""
-    from labctl.host.facts import gather
-    from labctl.host.steadiness import check_arguments, probe
+    from labctl.host.steadiness import check_arguments, probe  # lazy: numpy
 
     if steadiness_s is not None:
         check_arguments(steadiness_s)  # bad input fails before any work
@@ -505,213 +402,36 @@ def doctor(steadiness_s: float | None = None, on_event: OnEvent | None = None,
     return result
 
 
-# --- regressions: a run against a baseline, and a metric's trend over runs ---------------------------
-
-__all__ += ["check_threshold", "check_view_format", "compare", "render_comparison", "parse_selection", "trend", "render_trend"]
-
-
-def check_threshold(threshold_pct: float) -> None:
-    """A regression threshold in per cent of the baseline median: 0 <= PCT < 100."""
-    from labctl.analysis.compare import check_threshold as check
-
-    check(threshold_pct)
-
-
-def compare(db: str | Path = DEFAULT_DB, baseline: int | str | None = None, candidate: Any = None,
-            metric: str | None = None, threshold_pct: float | str | None = None, junit: str | Path | None = None,
-            baseline_db: str | Path | None = None, run: int | str | None = None, by: str | None = None):
-    """A candidate run against a baseline run, per configuration: the change of ``metric`` with its interval
-    and a verdict, the environment changes, ``exit_code`` 1 on a regression (:mod:`labctl.analysis.compare`).
-    ``candidate``: a run of ``db`` (default: the newest); ``baseline``: a run of ``baseline_db`` (default
-    ``db``, then required), each an id or a name (:func:`resolve_run`). With ``by`` (a knob), one ``run``
-    (default: the newest) is compared inside: ``by``'s value ``baseline`` against each ``candidate`` value
-    (one, a list, or None: every other), per configuration of the other knobs (:mod:`labctl.analysis.within`).
-    ``metric``: default the candidate's own rate; ``threshold_pct``: :data:`DEFAULT_THRESHOLD_PCT`;
-    ``junit``: also a JUnit XML report. Every argument is checked before any work; two runs with no
-    configuration in common are refused (:func:`labctl.analysis.requests.compare_request`)."""
-    from labctl.analysis.requests import compare_request
-
-    if junit is not None:
-        check_writable(Path(junit), "--junit")
-    return compare_request(db, baseline, candidate, metric, threshold_pct, junit, baseline_db, run, by)
-
-
-def check_view_format(fmt: str, what: str = "a comparison") -> None:
-    """Comparisons are shown as ``table``, ``json`` or ``post``; trends as ``table`` or ``json``."""
-    from labctl.analysis.post import check_format
-    from labctl.analysis.renderers import check_view_format as check
-
-    check_format(fmt) if what == "a comparison" else check(fmt, what)
-
-
-def render_comparison(result, fmt: str = "table") -> str:
-    """A comparison as text (``table``), the rows as engineers post them (``post``) or ``json``."""
-    from labctl.analysis.comparison_text import render_comparison as text
-    from labctl.analysis.post import render_post
-    from labctl.analysis.renderers import text_or_json
-
-    return render_post(result) if fmt == "post" else text_or_json(result, fmt, "a comparison", text)
-
-
-def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:
-    """``["workload.burst=32", ...]`` (``--config``) as knob -> value."""
-    from labctl.profile.knobs import parse_selection as parse
-
-    return parse(assignments, "--config")
-
-
-def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str | None = None,
-          configs: Iterable[str] | None = None, host: str | None = None):
-    """``metric`` (default: ``mpps``, or a tcp profile's own rate) across every run of ``profile`` in the
-    store, one row per run in the order they were measured, per configuration (``configs``: ``KNOB=VALUE``
-    it must have) and host/accelerator/lab: the median, its 95% CI, n, the change against the first run with its verdict, and the environment
-    changes against the previous row (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials."""
-    from labctl.analysis.trend import build_trend
-
-    from labctl.results.access import only_host
-
-    selection = parse_selection(configs)
-    with open_store(db) as store:
-        records = store.trials(None, status=None)
-        created = {r["id"]: r["created_at"] for r in store.runs()}
-    return build_trend(only_host(records, host, str(db)), profile, metric, selection, created)
-
-
-def render_trend(result, fmt: str = "table") -> str:
-    """A trend as text (``table``) or ``json``."""
-    from labctl.analysis.renderers import text_or_json
-    from labctl.analysis.trend import render_trend as text
-
-    return text_or_json(result, fmt, "a trend", text)
-
-# --- for faces that draw: the TUI's needs -------------------------------------------------------------
-# Small read-only helpers the Textual face (labctl/tui/) calls instead of reaching below this module.
-
-from labctl.errors import Interrupted, LabError  # noqa: E402  (re-exported: faces catch these)
-
-__all__ += ["LabError", "Interrupted", "describe_host", "describe_nics", "knob_label", "reports",
-            "compare_trials"]
-
-
-def describe_nics(nics: list[dict[str, Any]]) -> list[str]:
-    """Requested vs negotiated per NIC (the ``nics`` of :func:`up` or of a :func:`status` entry), one
-    line per NIC, each followed by the reasons for what the guest got differently."""
-    from labctl.lab.libvirt.negotiation import describe_nics as describe
-
-    return describe(nics)
-
+# --- words every face says alike (trial_rate, plan_entry, describe_nics, course_lines: imported above) --
 
 def knob_label(config: dict[str, Any] | Iterable[tuple[str, Any]], sep: str = ", ") -> str:
     """Knob settings by the last part of their path: ``rx_queue_size=1024, burst=64``."""
-    from labctl.profile.knobs import short_label
-
     return short_label(config.items() if isinstance(config, dict) else config, sep)
 
 
-def reports(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
-            host: str | None = None) -> dict[str, Any]:
-    """One report (as :func:`report`) per scalar metric the run's successful trials carry, the one the run
-    measured (:func:`default_metric`) first: a face shows every measured metric (rates, loss, NDR/PDR, latency, ...) per configuration.
-    The trials are read once."""
-    from labctl.analysis.report import build_reports
-
-    run_id, records, info = run_trials(db, run, host=host)
-    return build_reports(records, by, run_id, report_metrics(), run_info=info)
-
-
-def compare_trials(db: str | Path, baseline: Iterable[int], candidate: Iterable[int], metric: str = "mpps",
-                   run: int | None = None):
-    """Two selections of one run's trials (ids) compared on ``metric``: the change of the candidate's
-    median against the baseline's with its bootstrap 95% interval and a verdict
-    (:func:`labctl.analysis.statistics.compare`; for loss, drops, latency and cycles lower is better)."""
-    from labctl.analysis.compare import compare_selections
-
-    metric = _check_metric(metric)
-    run_id, records = trials(db, run)
-    return compare_selections(records, baseline, candidate, metric, run_id)
-
-
-# --- the page people share: a run or a comparison as one self-contained HTML file ---------------------
-
-__all__ += ["report_document", "check_html_out", "report_html", "compare_html"]
-
+# --- the page people share: a run as one self-contained HTML file (a comparison's: compare_html) -------
 
 def report_document(db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
                     metric: str | None = None, host: str | None = None) -> dict[str, Any]:
     """A run as one JSON document, what ``labctl report --format json`` prints and ``--html`` renders
     (:func:`labctl.analysis.html.document.stored_run_document`; the advice is :func:`advise`'s)."""
-    from labctl.analysis.html.document import stored_run_document
+    from labctl.analysis.html.document import stored_run_document  # lazy: scipy
 
-    return stored_run_document(db, run, by, metric and _check_metric(metric), host,
+    return stored_run_document(db, run, by, metric and check_metric(metric), host,
                                advise=lambda run_id: advise(db, run_id, host=host).to_dict())
-
-
-def check_html_out(out: str | Path, option: str = "--html") -> Path:
-    """``out``: a file ending in .html or .htm in an existing writable directory (before any work)."""
-    if Path(out).suffix.lower() not in (".html", ".htm"):
-        raise UserError(f"{option} {out}: the page is written as HTML (allowed: a path ending in .html or .htm)")
-    check_writable(Path(out), option)
-    return Path(out)
 
 
 def report_html(out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = None, by: str | None = None,
                 metric: str | None = None, host: str | None = None) -> Path:
     """Write a run's page to ``out``: :func:`report_document` rendered (:mod:`labctl.analysis.html.page`)."""
-    from labctl.analysis.html.page import render_run, write
-
     out = check_html_out(out)
-    return write(render_run(report_document(db, run, by, metric, host)), out)
-
-
-def compare_html(result, out: str | Path) -> Path:
-    """Write a comparison's page (:func:`compare`'s result, rendered from its JSON) to ``out``."""
-    from labctl.analysis.html.page import render_comparison, write
-
-    return write(render_comparison(result.to_dict()), check_html_out(out))
-
-
-def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob: str | None = None) -> list[str]:
-    """The verdicts a ``sweep --until decided`` run reached, one line per comparison (of ``knob`` only, when
-    given): verdict, change and interval, the trials it took and the confidence actually achieved (the
-    error spent at the deciding look), or what an open one would need. Empty for any other run."""
-    from labctl.measure.until import describe, stop_text
-    from labctl.results.access import resolve_run, run_trials
-
-    run_id = resolve_run(db, run) if isinstance(run, str) else run
-    _id, _records, info = run_trials(db, run_id)
-    course = info.get("until") or {}
-    states = [s for s in course.get("comparisons", []) if knob is None or s["knob"] == knob]
-    if not states:
-        return []
-    stop = stop_text(course)
-    head = (f"until decided (run {_id}): {stop}; {course.get('metric')}, threshold {course.get('threshold_pct'):g}%, "
-            f"error {course.get('alpha'):g} spent over {course.get('looks')} looks ({course.get('spending')}-type). "
-            "The run was measured in blocks: its within-block verdict below is the one to read (the table above "
-            "pools unpaired trials)")
-    return [head, *(f"  {describe(s)}" for s in states)]
+    return write_page(render_run(report_document(db, run, by, metric, host)), out)
 
 
 # --- when did it change, and which commit did it: trend marks and bisect over builds --------------------
 
-__all__ += ["trend_of", "trend_junit", "trend_html", "trend_marks", "check_bisect", "bisect", "render_bisect", "bisect_document",
+__all__ += ["trend_junit", "trend_html", "trend_marks", "check_bisect", "bisect", "render_bisect", "bisect_document",
             "bisect_html"]
-
-
-def trend_of(db: str | Path = DEFAULT_DB, profile: str = "", metric: str | None = None,
-             configs: Iterable[str] | None = None, host: str | None = None, threshold_pct: float | None = None):
-    """:func:`trend` with its threshold (``labctl trend --threshold``): the smallest change, in per cent, a
-    comparison with the first run and a mark's gate (:func:`labctl.analysis.trend.trend_failures`) count."""
-    from labctl.analysis.trend import build_trend
-    from labctl.results.access import only_host
-
-    if threshold_pct is not None:
-        check_threshold(threshold_pct)
-    selection = parse_selection(configs)
-    with open_store(db) as store:
-        records = store.trials(None, status=None)
-        created = {r["id"]: r["created_at"] for r in store.runs()}
-    return build_trend(only_host(records, host, str(db)), profile, metric, selection, created,
-                       DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct)
 
 
 def trend_junit(result, out: str | Path) -> Path:
@@ -733,7 +453,8 @@ def trend_html(result, out: str | Path) -> Path:
 def trend_marks(db: str | Path = DEFAULT_DB, run: int | None = None, limit: int = 4) -> list[str]:
     """The jumpavg marks of the trend of ``run``'s profile (its own metric), newest first, at most ``limit``
     lines, the run's own mark flagged; empty when its profile has no marks (or one run)."""
-    from labctl.analysis.trend import build_trend, mark_lines
+    from labctl.analysis.trend import build_trend, mark_lines  # lazy: scipy
+    from labctl.results.access import open_store
 
     run_id, records, _info = run_trials(db, run)
     names = {str(r.config.get("name")) for r in records if r.config.get("name") is not None}
@@ -772,6 +493,7 @@ def bisect(request, on_event: OnEvent | None = None, scope: CancelScope | None =
 def bisect_document(db: str | Path = DEFAULT_DB, bisect_id: int | None = None) -> dict[str, Any]:
     """A stored bisect (default: the newest) as the document of its answer and steps."""
     from labctl.analysis.bisect_report import stored_document
+    from labctl.results.access import open_store
     from labctl.results.bisects import bisect as stored
 
     with open_store(db) as store:

@@ -11,6 +11,7 @@ from typing import Any
 from labctl.analysis.report import Report, Row
 from labctl.errors import UserError
 from labctl.profile.knobs import short_label
+from labctl.results.lines import describe_nics
 from labctl.results.record import TrialRecord
 
 FORMATS = ("table", "md", "csv", "json")
@@ -194,11 +195,10 @@ def trial_summary(record: TrialRecord) -> str:
             idle = f"{m.vswitch_idle_share:.0%}" if m.vswitch_idle_share is not None else "-"
             lines.append(f"ovs:       {cpp} processing cycles/pkt, PMD idle {idle} ({queues})")
     lines.extend(_tcp_summary(record))
-    for nic in record.details.get("nics", []):
-        req, neg = nic["requested"], nic.get("negotiated") or {}
-        lines.append(f"nic{nic['index']}:      {req['backend']} queues {req['queues']}->{neg.get('queues')}  "
-                     f"rx {req['rx_ring']}->{neg.get('rx_ring')}  tx {req['tx_ring']}->{neg.get('tx_ring')} "
-                     "(asked -> the guest's driver)")
+    nics = describe_nics(record.details.get("nics", []))
+    if nics:
+        lines.append("nics:      asked -> what the guest's driver negotiated")
+        lines += [f"           {line}" for line in nics]
     if record.details.get("host_side"):
         lines.append(f"host side: {record.details['host_side']}")
     boot = record.details.get("boot")

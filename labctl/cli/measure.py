@@ -11,7 +11,6 @@ from labctl import api
 from labctl.cli.output import SweepProgress, notes_printer, phase_printer, print_json, say
 from labctl.errors import UserError
 from labctl.events import Event
-from labctl.profile.knobs import short_label
 
 SET = typer.Option(None, "--set", help="KNOB=VALUE, repeatable")
 DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
@@ -34,11 +33,9 @@ def run(file: Path, set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
         as_json: bool = typer.Option(False, "--json", help="print the trial record as JSON"),
         no_wait: bool = NO_WAIT) -> None:
     """Run one trial of a profile: its lab up, warm-up, measurement window, teardown."""
-    from labctl.analysis.renderers import trial_summary
-
     record = api.run(api.load(file, _knobs(set_, rate)), phase_printer if not as_json else notes_printer,
                      wait=not no_wait)
-    typer.echo(record.model_dump_json(indent=2) if as_json else trial_summary(record))
+    typer.echo(record.model_dump_json(indent=2) if as_json else api.trial_summary(record))
     if record.status != "ok":
         raise typer.Exit(1)
 
@@ -72,16 +69,7 @@ def sweep(file: Path, db: Path = DB,
           as_json: bool = typer.Option(False, "--json", help="print the run summary as JSON"),
           no_wait: bool = NO_WAIT) -> None:
     """Cross the profile's sweep matrix, repeats interleaved; every trial is stored as it finishes."""
-    from labctl.host.steadiness import check_arguments
-    from labctl.measure.sweep import check_repeat
-    from labctl.measure.until import check_futility, check_until, describe, stop_text
-
-    check_repeat(repeat)
-    check_until(until, budget)
-    if until is not None:
-        check_futility(futility)
-    if steadiness is not None:
-        check_arguments(steadiness)  # before the profile is read: a bad value fails first
+    api.check_sweep(repeat, until, budget, futility, steadiness)  # before the profile is read: a bad value fails first
     loaded = api.load(file, _knobs(set_, rate))
     for warning in loaded.warnings:
         say(warning.render(str(file)))
@@ -102,13 +90,8 @@ def sweep(file: Path, db: Path = DB,
     if as_json:
         print_json(summary)
     else:
-        if result.until is not None:
-            course = result.until
-            stop = stop_text(course)
-            typer.echo(f"until decided: {stop} after {course['looks']} of at most {course['looks_planned']} looks, "
-                       f"{course['blocks']} blocks ({course['metric']}, threshold {course['threshold_pct']:g}%)")
-            for state in course["comparisons"]:
-                typer.echo(f"  {describe(state)}")
+        for line in api.course_lines(result.until or {}):  # the next line names the run
+            typer.echo(line)
         typer.echo(f"run {result.run_id}: {result.ok} ok, {result.failed} failed -> {db} "
                    f"(labctl report --db {db} --run {result.run_id})")
     if result.failed:
@@ -132,7 +115,7 @@ def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep m
         elif event.kind == "step":
             item = event.data
             rate = "failed" if item.mpps is None else f"{item.mpps:.3f} Mpps"
-            say(f"[{item.step}/{event.total}] {item.phase}: {short_label(item.config.items(), ' ')} -> {rate}")
+            say(f"[{item.step}/{event.total}] {item.phase}: {api.knob_label(item.config, ' ')} -> {rate}")
 
     if replay is not None:
         result = api.replay(replay, budget, seed)

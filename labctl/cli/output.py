@@ -7,9 +7,8 @@ from typing import Any
 
 import typer
 
+from labctl import api
 from labctl.events import Event
-from labctl.profile.knobs import short_label
-from labctl.results.record import SEARCH_ROLES
 
 
 def print_json(data: Any) -> None:
@@ -33,26 +32,6 @@ def notes_printer(event: Event) -> None:
     """Only the notes (whom a trial waits for, what was left behind), on standard error: for --json."""
     if event.kind == "note":
         say(event.message)
-
-
-def plan_entry(record: Any) -> bool:
-    """Whether a stored trial stands for an entry of the run's plan: not one of an NDR/PDR search's single
-    measurements (:data:`~labctl.results.record.SEARCH_ROLES`), which a sweep by ``--metric ndr`` stores
-    by the hundred for each planned search."""
-    return record is None or (getattr(record, "details", None) or {}).get("role") not in SEARCH_ROLES
-
-
-def trial_rate(record: Any) -> str:
-    if record is None or record.status != "ok":
-        return getattr(record, "status", "failed")
-    m = record.metrics
-    if m.mpps is None and m.ndr_mpps is not None:
-        return f"NDR {m.ndr_mpps:.3f} / PDR {m.pdr_mpps:.3f} Mpps" if m.pdr_mpps is not None else f"NDR {m.ndr_mpps:.3f}"
-    if m.mpps is None and m.bandwidth_gbps is not None:  # a kernel TCP stream
-        return f"{m.bandwidth_gbps:.2f} Gbit/s"
-    if m.mpps is None and m.transactions_per_s is not None:  # TCP request/response
-        return f"{m.transactions_per_s:,.0f} trans/s"
-    return f"{m.mpps:.2f} Mpps" if m.mpps is not None else "no rate"
 
 
 class SweepProgress:
@@ -84,9 +63,9 @@ class SweepProgress:
             self.done = event.done or 0
             self.task = self.progress.add_task(f"run {event.run_id}", total=event.total, completed=self.done, last="")
         elif event.kind == "trial" and self.task is not None:
-            knobs = short_label((event.data or {}).get("config", {}).items(), " ")
-            if plan_entry(event.record):  # a search's measurement is not one of the planned searches
+            knobs = api.knob_label((event.data or {}).get("config", {}), " ")
+            if api.plan_entry(event.record):  # a search's measurement is not one of the planned searches
                 self.done += 1
-            self.progress.update(self.task, completed=self.done, last=f"last: {knobs} -> {trial_rate(event.record)}")
+            self.progress.update(self.task, completed=self.done, last=f"last: {knobs} -> {api.trial_rate(event.record)}")
         elif event.kind in ("note", "steadiness"):
             self.progress.console.print(event.message if event.kind == "note" else f"steadiness: {event.message}")

@@ -44,8 +44,6 @@ def report(db: Path = DB, run: Optional[int] = RUN,
     With --trend: a profile's runs in time order (median, CI, n, change against the first, environment changes).
 
     With --html FILE: the run's page, one self-contained HTML file (not with --rows or --trend); --format json prints the document it renders."""
-    from labctl.analysis.renderers import check_format
-
     if html is not None:
         for option, value in (("--trend", trend), ("--rows", rows)):
             if value is not None:
@@ -65,7 +63,7 @@ def report(db: Path = DB, run: Optional[int] = RUN,
         return
     if config:
         raise UserError("--config: only with --trend PROFILE (allowed: --trend PROFILE --config KNOB=VALUE)")
-    check_format(fmt)
+    api.check_report_format(fmt)
     if rows is not None:
         if by is None:
             raise UserError("--rows needs --by (the knob whose values are the column groups)")

@@ -34,7 +34,7 @@ def trend(profile: str = typer.Argument(..., help="the profile's name (as its tr
         api.check_html_out(html)
     if junit is not None:
         api.check_writable(junit, "--junit")
-    result = api.trend_of(db, profile, metric, config, host, threshold)
+    result = api.trend(db, profile, metric, config, host, threshold)
     typer.echo(api.render_trend(result, "json" if as_json else "table"))
     if junit is not None:
         typer.echo(f"wrote {api.trend_junit(result, junit)}", err=True)

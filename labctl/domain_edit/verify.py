@@ -1,5 +1,5 @@
 """What a running domain's NICs got, against what its XML asks for, one line per NIC as ``labctl up``
-prints them (``labctl.lab.libvirt.negotiation.describe_nics``).
+prints them (``labctl.results.lines.describe_nics``).
 
 Two sources, the better one first:
 
@@ -26,7 +26,8 @@ from lxml import etree
 
 from labctl import platform
 from labctl.errors import HypervisorError, UserError
-from labctl.lab.libvirt.negotiation import describe_nics, parse_ethtool
+from labctl.lab.libvirt.negotiation import parse_ethtool
+from labctl.results.lines import describe_nics
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 #: QEMU's virtio-net defaults when the XML names no size or queue count (hw/net/virtio-net.c:

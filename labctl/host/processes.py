@@ -4,9 +4,7 @@ process that reused its pid, and finding the ones a lab tagged in their environm
 A pid alone names a process only until it exits: the start time (:func:`labctl.owner.process_started`)
 must match too. ``stop_process`` sends SIGTERM, waits, then SIGKILL (signal(7)); ``tagged_processes``
 reads each process's environment (``/proc/PID/environ``, proc(5)), which a process's own changes to its
-environment do not alter: the tag given at ``execve`` stays. A tool run in a process group of its own
-(a guest image's mmdebstrap, a recipe's build) dies with labctl (``die_with_parent``: prctl(2)
-PR_SET_PDEATHSIG) and is stopped group and all (``stop_group``: killpg(2)).
+environment do not alter: the tag given at ``execve`` stays.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 
 import psutil
 
@@ -55,29 +52,3 @@ def tagged_processes(tag: str, names: list[str] | tuple[str, ...] = ()) -> list[
         except psutil.Error:
             continue
     return found
-
-
-def die_with_parent() -> None:
-    """In the child before exec: SIGTERM when labctl dies (prctl PR_SET_PDEATHSIG), even by kill -9."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """SIGTERM the process group of ``proc`` (its own session), SIGKILL it after ``grace_s``, reap the leader."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group once its leader has gone
-    except ProcessLookupError:
-        pass
-    proc.wait()

@@ -48,7 +48,7 @@ from labctl import signals
 from labctl.digest import sha256_file
 from labctl.errors import BuildError, PlanError
 from labctl.gitrepo import commit_of, run_git
-from labctl.host.processes import die_with_parent, stop_group
+from labctl.lab.libvirt.buildtools import die_with_parent, stop_group
 from labctl.lab.lockfile import LockFile
 from labctl.paths import cache_dir
 from labctl.profile.schema import Profile, Recipe
@@ -233,7 +233,8 @@ def _run(spec: RecipeBuild, commit: str, work: Path, log) -> int:
     """The recipe's argv in ``work``; its exit code (negative: the signal that ended it)."""
     try:
         proc = subprocess.Popen(list(spec.argv), cwd=work, env=_environment(spec, commit, work), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent())
     except OSError as exc:
         log.write(f"# cannot start {spec.argv[0]}: {exc.strerror}\n")
         return 127

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from labctl import paths
 from labctl.errors import StateError, UserError
 from labctl.events import OnEvent, notify
-from labctl.lab.embedded.lab import EmbeddedLab
 from labctl.lab.hostlock import CpuClaim, plan_cpus
 from labctl.lab.ledger import LabState, locked, teardown
 from labctl.owner import alive as owner_alive, describe
 from labctl.lab.plan import LabPlan, derive
 from labctl.lab.recipes import prepare as prepare_recipe_builds
+from labctl.lab.table import lab_row
 from labctl.profile.schema import Profile
 
 if TYPE_CHECKING:
@@ -39,16 +39,9 @@ LAB_LOCK_WAIT_S = 30.0  # another labctl holding this lab's name (its run, or `l
 
 
 def embedded_lab(plan: LabPlan, state: LabState, warnings: list[str]) -> MeasuredLab:
-    """The embedded lab a plan describes: pvp or vm2vm, through a testpmd vswitch or OVS-DPDK."""
-    if plan.topology == "vm2vm":
-        from labctl.lab.embedded.vm2vm import Vm2vmLab
-
-        return Vm2vmLab(plan, state, warnings)
-    if plan.vswitch.kind == "ovs-dpdk":
-        from labctl.lab.embedded.ovs import OvsEmbeddedLab
-
-        return OvsEmbeddedLab(plan, state, warnings)
-    return EmbeddedLab(plan, state, warnings)
+    """The embedded lab a plan describes (:data:`labctl.lab.table.LABS`: pvp or vm2vm, through a testpmd vswitch
+    or OVS-DPDK), made for one trial."""
+    return lab_row(plan).lab_class()(plan, state, warnings)
 
 
 UNIX_PATH_MAX = 107  # sun_path holds 108 bytes with the terminating NUL (unix(7))
@@ -84,17 +77,13 @@ def check_measurable(profile: Profile) -> None:
     prepare_recipe_builds(profile)
     plan = derive(profile)
     check_socket_paths(plan)
-    if profile.backend == "libvirt":
-        from labctl.lab.libvirt.guest import check_measurable as check_guest
-        from labctl.lab.libvirt.kernel import check_kernel_measurable
-
-        check = check_guest if plan.tcp is None else check_kernel_measurable
-        if plan.image is not None:  # a user's image: the file probed (format, chain), the field named
-            from labctl.lab.libvirt.image_guest import check_image as check
-        check(plan, profile.libvirt_uri)
-        for label in profile.sweep.get("build", []):
-            if label != profile.build:
-                check(derive(profile.model_copy(update={"build": label})), profile.libvirt_uri)
+    check = lab_row(plan).checker()  # its lab's pre-flight check (labctl.lab.table); none for the embedded labs
+    if check is None:
+        return
+    check(plan, profile.libvirt_uri)
+    for label in profile.sweep.get("build", []):
+        if label != profile.build:
+            check(derive(profile.model_copy(update={"build": label})), profile.libvirt_uri)
 
 
 class LabSession:
@@ -162,21 +151,11 @@ class LabSession:
             lab = embedded_lab(plan, self.state, warnings)
             lab.start()
             return lab
-        from labctl.lab.libvirt.guest import GuestLab
-        from labctl.lab.libvirt.kernel import KernelGuestLab
-
         if self.guest is not None and self.guest.key != plan.domain_key():
             self._phase("the domain changes: powering the guest off")
             self.close_guest()
         if self.guest is None:
-            if plan.image is not None:
-                from labctl.lab.libvirt.image_guest import ImageGuestLab as lab_class  # the user's image and forwarder
-            elif plan.topology == "vm2vm":
-                from labctl.lab.libvirt.vm2vm import Vm2vmGuestLab as lab_class  # two guests, one vswitch
-            elif plan.vswitch.kind == "ovs-dpdk":
-                from labctl.lab.libvirt.ovs_guest import OvsGuestLab as lab_class  # OVS and labgen host side
-            else:
-                lab_class = GuestLab if plan.tcp is None else KernelGuestLab  # the DPDK forwarder or tcp kinds
+            lab_class = lab_row(plan).lab_class()  # the guest's lab (labctl.lab.table)
             guest = lab_class(plan, self.state, self.uri or "qemu:///system", warnings, self._phase)
             self.guest = guest
             try:

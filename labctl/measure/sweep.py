@@ -10,7 +10,7 @@ import copy
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from labctl import signals
 from labctl.errors import KnobError
@@ -18,13 +18,16 @@ from labctl.events import OnEvent, notify
 from labctl.lab.plan import is_domain_knob
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.ndr import SearchSettings, ndr_trial
-from labctl.measure.session import base_data, find_resumable, open_session
-from labctl.measure.until import Until, check_futility, check_until, run_until
+from labctl.measure.session import RunSession, base_data, find_resumable, open_session
+from labctl.measure.until import Budget, Until, check_futility, check_until, run_until
 from labctl.profile.knobs import crossed, with_knobs
 from labctl.profile.load import LoadedProfile, validate_data
 from labctl.results.metrics import DEFAULT_THRESHOLD_PCT, default_metric, lower_is_better, resolve
 from labctl.results.record import TrialRecord
 from labctl.results.store import Store
+
+if TYPE_CHECKING:
+    from labctl.host.steadiness import Steadiness
 
 MAX_REPEAT = 100
 
@@ -121,31 +124,8 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
     a comparison whose chance of a verdict by the budget's end falls below it is given up (default
     :data:`labctl.measure.until.FUTILITY`; 0: never, the whole budget is spent)."""
     check_repeat(repeat)
-    limit = check_until(until, budget)
-    if limit is None and futility_pct is not None:
-        raise KnobError(f"--futility {futility_pct:g}: only with --until decided (allowed: --until decided --budget ... "
-                        "--futility PCT)")
-    if limit is not None:
-        if resume:
-            raise KnobError("--resume: not with --until decided (allowed: --resume alone finishes an aborted run's "
-                            "round)")
-        threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
-        if not 0 < threshold_pct < 100:
-            raise KnobError(f"--threshold {threshold_pct:g}: out of range (allowed: above 0 and below 100 per cent)")
-        futility = check_futility(futility_pct)
-        if verdict_metric is not None:
-            verdict_metric = resolve(verdict_metric, option="--verdict-metric")
-        if not profile_sweeps(loaded):
-            raise KnobError("--until decided: the profile sweeps no knob, so there is nothing to compare "
-                            "(allowed: a profile with a sweep: of two or more values)")
-    order = order or loaded.profile.order
-    if order not in ORDERS:
-        raise KnobError(f"--order {order}: not an order (allowed: {', '.join(ORDERS)})")
-    seed = seed if seed is not None else loaded.profile.seed
-    if seed is not None and not 0 <= seed < 2**32:
-        raise KnobError(f"--seed {seed}: out of range (allowed: 0..{2**32 - 1})")
-    if order == "random" and seed is None:
-        seed = random.SystemRandom().randrange(2**32)
+    request = check_until_request(loaded, resume, until, budget, threshold_pct, verdict_metric, futility_pct)
+    order, seed = check_order(loaded, order, seed)
     if steadiness_s is not None:
         from labctl.host.steadiness import check_arguments
 
@@ -155,73 +135,165 @@ def run_sweep(loaded: LoadedProfile, db_path: str | Path, repeat: int | None = N
     result = SweepResult(run_id=0)
     with signals.stoppable():
         if steadiness_s is not None:
-            Store.check_usable(db_path)  # a bad --db (or --resume without a run) fails now, not after the probe
-            if resume:
-                with Store(db_path) as store:
-                    find_resumable(store, profile.name)
-            from labctl.host.steadiness import probe
-
-            notify(on_event, "note", lab=profile.name,
-                   message=f"steadiness: probing the host for {steadiness_s:g} s before the first trial")
-            result.steadiness = probe(steadiness_s)
-            notify(on_event, "steadiness", lab=profile.name, data=result.steadiness,
-                   message=result.steadiness.describe())
+            result.steadiness = _probe_host(db_path, profile.name, resume, steadiness_s, on_event)
         host_warning = result.steadiness.trial_warning() if result.steadiness is not None else None
         base = base_data(loaded)
-        if limit is not None:
-            # a block in the fewest-boots order on every lab (domain knobs slowest, the embedded lab restarts
-            # on them too), and the next block reversed starts where this one ended: one restart per block
-            configs = [e["config"] for e in build_plan(profile.sweep, 1, True)]
-            course = Until(profile.sweep, configs, limit, threshold_pct, verdict_metric, order=order, seed=seed,
-                           futility=futility)
-            if verdict_metric is not None:
-                course.lower_is_better = lower_is_better(verdict_metric)
-        plan = [] if resume or limit is not None else build_plan(profile.sweep, repeat or profile.repeat, profile.backend == "libvirt",
-                                            order, seed)
+        course = _until_course(profile.sweep, request, order, seed) if request is not None else None
+        plan = [] if resume or course is not None else build_plan(profile.sweep, repeat or profile.repeat,
+                                                                  profile.backend == "libvirt", order, seed)
         with open_session(db_path, profile.name, base, plan, resume, on_event) as session, \
                 LabSession(profile.name, profile.libvirt_uri, on_event, wait) as labs:
             result.run_id = session.run_id
-            if result.steadiness is not None:  # the probe with the run (its page and JSON show it), not its samples
-                session.store.update_run_info(session.run_id, steadiness=result.steadiness.to_dict(samples=False))
-            if not resume and (order != "interleaved" or "build" in profile.sweep):
-                session.store.update_run_info(session.run_id, order=order, seed=seed)
+            _record_setting(session, result.steadiness, order, seed, resume, "build" in profile.sweep)
             todo = session.store.missing_plan(session.run_id) if resume else plan
             if resume:
                 base = session.store.run(session.run_id)["profile"]
-            def measure(entry: dict[str, Any]) -> TrialRecord:
-                trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
-                with session.trial(entry["seq"]):
-                    if search is None:
-                        record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
-                    else:
-                        record, _result = ndr_trial(trial_profile, search, labs, session.add_measurement,
-                                                    on_event, entry["repeat_index"])
-                if "block" in entry:
-                    record.details.update(block=entry["block"], block_position=entry["position"])
-                if host_warning and host_warning not in record.warnings:
-                    record.warnings.append(host_warning)
-                session.add(record, entry["seq"], entry)
-                return record
-
-            def extend(entries: list[dict[str, Any]]) -> None:
-                session.store.extend_plan(session.run_id, entries)
-                session.total += len(entries)
-
+            measure = _entry_measurer(loaded, base, session, labs, runner, search, on_event, host_warning)
             try:
-                if limit is not None:
-                    session.store.update_run_info(session.run_id, order=order, seed=seed, blocked=True)
-                    result.until = run_until(course, measure, extend, [], default_metric, lower_is_better,
-                                             on_event, profile.name)
-                    session.store.update_run_info(session.run_id, until=result.until)
+                if course is not None:
+                    result.until = _run_course(course, session, measure, on_event, profile.name)
                 else:
                     for entry in todo:
                         measure(entry)
             finally:
-                if labs.boots:
-                    info = labs.info()
-                    before = session.store.run(session.run_id)["info"]  # a resumed run adds to its first part
-                    session.store.update_run_info(session.run_id, boots=before.get("boots", 0) + info["boots"],
-                                                  boot_s=round(before.get("boot_s", 0.0) + info["boot_s"], 2),
-                                                  run_s=round(before.get("run_s", 0.0) + info["run_s"], 2))
+                _record_boots(session, labs)
             result.ok, result.failed, result.trial_ids = session.ok, session.failed, session.trial_ids
     return result
+
+
+@dataclass(frozen=True)
+class UntilRequest:
+    """``--until decided``'s arguments, checked."""
+
+    limit: Budget
+    threshold_pct: float
+    futility: float
+    verdict_metric: str | None
+
+
+def check_until_request(loaded: LoadedProfile, resume: bool, until: str | None, budget: str | None,
+                        threshold_pct: float | None, verdict_metric: str | None,
+                        futility_pct: float | None) -> UntilRequest | None:
+    """``--until decided`` with its budget, threshold, verdict metric and futility checked (one-line errors,
+    before anything starts); None without ``--until``."""
+    limit = check_until(until, budget)
+    if limit is None:
+        if futility_pct is not None:
+            raise KnobError(f"--futility {futility_pct:g}: only with --until decided (allowed: --until decided "
+                            "--budget ... --futility PCT)")
+        return None
+    if resume:
+        raise KnobError("--resume: not with --until decided (allowed: --resume alone finishes an aborted run's "
+                        "round)")
+    threshold_pct = DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct
+    if not 0 < threshold_pct < 100:
+        raise KnobError(f"--threshold {threshold_pct:g}: out of range (allowed: above 0 and below 100 per cent)")
+    futility = check_futility(futility_pct)
+    if verdict_metric is not None:
+        verdict_metric = resolve(verdict_metric, option="--verdict-metric")
+    if not profile_sweeps(loaded):
+        raise KnobError("--until decided: the profile sweeps no knob, so there is nothing to compare "
+                        "(allowed: a profile with a sweep: of two or more values)")
+    return UntilRequest(limit, threshold_pct, futility, verdict_metric)
+
+
+def check_order(loaded: LoadedProfile, order: str | None, seed: int | None) -> tuple[str, int | None]:
+    """The order within each repeat and its seed (None: the profile's); a random order without a seed draws one."""
+    order = order or loaded.profile.order
+    if order not in ORDERS:
+        raise KnobError(f"--order {order}: not an order (allowed: {', '.join(ORDERS)})")
+    seed = seed if seed is not None else loaded.profile.seed
+    if seed is not None and not 0 <= seed < 2**32:
+        raise KnobError(f"--seed {seed}: out of range (allowed: 0..{2**32 - 1})")
+    if order == "random" and seed is None:
+        seed = random.SystemRandom().randrange(2**32)
+    return order, seed
+
+
+def _probe_host(db_path: str | Path, lab: str, resume: bool, seconds: float,
+                on_event: OnEvent | None) -> Steadiness:
+    """The steadiness probe, once the store (and the run to resume) is known to be usable: a bad ``--db`` fails
+    now, not after the probe."""
+    from labctl.host.steadiness import probe
+
+    Store.check_usable(db_path)
+    if resume:
+        with Store(db_path) as store:
+            find_resumable(store, lab)
+    notify(on_event, "note", lab=lab, message=f"steadiness: probing the host for {seconds:g} s before the first trial")
+    steadiness = probe(seconds)
+    notify(on_event, "steadiness", lab=lab, data=steadiness, message=steadiness.describe())
+    return steadiness
+
+
+def _until_course(sweep: dict[str, list[Any]], request: UntilRequest, order: str, seed: int | None) -> Until:
+    """The course of an until-decided sweep. A block is in the fewest-boots order on every lab (domain knobs
+    slowest; the embedded lab restarts on them too), and the next block, reversed, starts where this one
+    ended: one restart per block."""
+    configs = [e["config"] for e in build_plan(sweep, 1, True)]
+    course = Until(sweep, configs, request.limit, request.threshold_pct, request.verdict_metric, order=order,
+                   seed=seed, futility=request.futility)
+    if request.verdict_metric is not None:
+        course.lower_is_better = lower_is_better(request.verdict_metric)
+    return course
+
+
+def _record_setting(session: RunSession, steadiness: Steadiness | None, order: str, seed: int | None, resume: bool,
+                    sweeps_builds: bool) -> None:
+    """Into the run's info: the probe (its page and JSON show it; not its samples), and the order and seed
+    when they are not the plain interleaving (a random order, or builds alternating)."""
+    if steadiness is not None:
+        session.store.update_run_info(session.run_id, steadiness=steadiness.to_dict(samples=False))
+    if not resume and (order != "interleaved" or sweeps_builds):
+        session.store.update_run_info(session.run_id, order=order, seed=seed)
+
+
+def _entry_measurer(loaded: LoadedProfile, base: dict[str, Any], session: RunSession, labs: LabSession,
+                    runner: TrialRunner, search: SearchSettings | None, on_event: OnEvent | None,
+                    host_warning: str | None) -> Callable[[dict[str, Any]], TrialRecord]:
+    """Measure one plan entry: its profile (``base`` with the entry's knobs), a trial (or an NDR/PDR search, its
+    measurements stored beside it) in ``labs``, the block it belongs to and the host's warning on the record,
+    the record committed and counted."""
+
+    def measure(entry: dict[str, Any]) -> TrialRecord:
+        trial_profile = validate_data(with_knobs(copy.deepcopy(base), entry["config"]), loaded.source)
+        with session.trial(entry["seq"]):
+            if search is None:
+                record = runner(trial_profile, entry["repeat_index"], on_event, session=labs)
+            else:
+                record, _result = ndr_trial(trial_profile, search, labs, session.add_measurement,
+                                            on_event, entry["repeat_index"])
+        if "block" in entry:
+            record.details.update(block=entry["block"], block_position=entry["position"])
+        if host_warning and host_warning not in record.warnings:
+            record.warnings.append(host_warning)
+        session.add(record, entry["seq"], entry)
+        return record
+
+    return measure
+
+
+def _run_course(course: Until, session: RunSession, measure: Callable[[dict[str, Any]], TrialRecord],
+                on_event: OnEvent | None, lab: str) -> dict[str, Any]:
+    """An until-decided sweep's rounds, each added to the run's plan as it is planned; the course and the
+    verdicts into the run's info (``until``)."""
+
+    def extend(entries: list[dict[str, Any]]) -> None:
+        session.store.extend_plan(session.run_id, entries)
+        session.total += len(entries)
+
+    session.store.update_run_info(session.run_id, order=course.order, seed=course.seed, blocked=True)
+    summary = run_until(course, measure, extend, [], default_metric, lower_is_better, on_event, lab)
+    session.store.update_run_info(session.run_id, until=summary)
+    return summary
+
+
+def _record_boots(session: RunSession, labs: LabSession) -> None:
+    """The guests' boots and their time into the run's info (a resumed run adds to its first part)."""
+    if not labs.boots:
+        return
+    info = labs.info()
+    before = session.store.run(session.run_id)["info"]
+    session.store.update_run_info(session.run_id, boots=before.get("boots", 0) + info["boots"],
+                                  boot_s=round(before.get("boot_s", 0.0) + info["boot_s"], 2),
+                                  run_s=round(before.get("run_s", 0.0) + info["run_s"], 2))

@@ -376,47 +376,6 @@ class Until:
                 "comparisons": [s.to_dict() for s in self.states]}
 
 
-def stop_text(course: dict[str, Any]) -> str:
-    """Why a course stopped, in words (the CLI, the TUI, ``advise`` and ``compare`` say it alike)."""
-    stop = course.get("stop")
-    if stop == "decided":
-        return "every comparison decided"
-    if stop == "out of reach":
-        return (f"every open comparison out of reach of the budget ({course.get('budget')}; under "
-                f"{course.get('futility', FUTILITY) * 100:g}% chance of a verdict by its end)")
-    if stop == "failed":
-        return "every trial of its last round failed (each error is in the run: labctl export --run N)"
-    return f"budget ({course.get('budget')}) spent"
-
-
-def describe_open(state: dict[str, Any]) -> str:
-    """One line for a comparison still open when the budget ended: what it would take."""
-    name = f"{state['knob']}: {state['candidate']} vs {state['baseline']}"
-    seen = "" if state.get("change_pct") is None else \
-        f" (seen {state['change_pct']:+.1f}% [{state['low_pct']:+.1f}, {state['high_pct']:+.1f}])"
-    if state.get("out_of_reach"):
-        chance = state.get("chance")
-        name += (f" (given up after {state['trials']} trials: "
-                 f"{'its chance' if chance is None else f'a {chance * 100:.1f}% chance'} of a verdict by the budget's end)")
-    if state.get("needed_trials") is None:
-        return f"{name}: open{seen}; the change sits on the threshold: no practical number of repeats will tell"
-    more = state["needed_trials"]
-    took = f", about {state['needed_s'] / 60:.1f} min" if state.get("needed_s") else ""
-    return (f"{name}: open{seen}; the observed noise needs {state['needed_pairs']} pairs: {more} more trials{took}")
-
-
-def describe(state: dict[str, Any]) -> str:
-    """One line per comparison: verdict, trials, achieved confidence."""
-    if state["verdict"] == "open":
-        return describe_open(state)
-    name = f"{state['knob']}: {state['candidate']} vs {state['baseline']}"
-    if state["verdict"] == "refused":
-        return f"{name}: refused ({state.get('reason', '')}) after {state['trials']} trials"
-    return (f"{name}: {state['verdict']} {state['change_pct']:+.1f}% [{state['low_pct']:+.1f}, {state['high_pct']:+.1f}] "
-            f"after {state['trials']} trials, confidence {state['confidence'] * 100:.2f}% "
-            f"(look {state['looks']}, error spent across looks)")
-
-
 def whole_blocks(entries: list[dict[str, Any]], room: int) -> list[dict[str, Any]]:
     """The leading whole blocks of ``entries`` that fit in ``room`` trials."""
     out: list[dict[str, Any]] = []

@@ -15,7 +15,10 @@ from labctl.errors import UserError
 from labctl.results.record import TrialRecord, judged_trials
 from labctl.results.store import Store
 
-__all__ = ["open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "resolve_run", "run_pair"]
+__all__ = ["DEFAULT_DB", "open_store", "ids_text", "run_ids", "run_trials", "run_and_trials", "only_host", "resolve_run", "run_pair"]
+
+#: The store a face reads and writes when not told otherwise (``--db``).
+DEFAULT_DB = Path("labctl.db")
 
 RUN_KEYS = ("id", "profile_name", "host", "created_at", "status")  # a run's facts a comparison shows
 

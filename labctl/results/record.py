@@ -139,6 +139,13 @@ def config_key(config: dict[str, Any]) -> str:
 SEARCH_ROLES = ("calibration", "warmup", "search", "latency")
 
 
+def plan_entry(record: TrialRecord | None) -> bool:
+    """Whether a stored trial stands for an entry of the run's plan: not one of an NDR/PDR search's single
+    measurements (:data:`SEARCH_ROLES`), which a sweep by ``--metric ndr`` stores by the hundred for each
+    planned search (a progress bar counts plan entries; None, a trial that left no record, is one)."""
+    return record is None or (record.details or {}).get("role") not in SEARCH_ROLES
+
+
 def judged_trials(records) -> list[TrialRecord]:
     """``records`` without the single measurements of NDR/PDR searches (:data:`SEARCH_ROLES`)."""
-    return [r for r in records if r.details.get("role") not in SEARCH_ROLES]
+    return [r for r in records if plan_entry(r)]

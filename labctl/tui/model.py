@@ -76,22 +76,6 @@ def clock(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def rate_text(record: Any) -> str:
-    """A stored trial's rate: ``9.81 Mpps``, or an NDR/PDR search's ``NDR 2.000 / PDR 2.100 Mpps``."""
-    if record is None or record.status != "ok":
-        return getattr(record, "status", "failed")
-    m = record.metrics
-    if m.mpps is None and m.ndr_mpps is not None:
-        return f"NDR {m.ndr_mpps:.3f} / PDR {m.pdr_mpps:.3f} Mpps" if m.pdr_mpps is not None else f"NDR {m.ndr_mpps:.3f}"
-    return f"{m.mpps:.2f} Mpps" if m.mpps is not None else "ok"
-
-
-def plan_entry(record: Any) -> bool:
-    """Whether a stored trial stands for an entry of the run's plan: not one of the single measurements an
-    NDR/PDR search stores by the hundred (:data:`labctl.api.SEARCH_ROLES`)."""
-    return record is None or (getattr(record, "details", None) or {}).get("role") not in api.SEARCH_ROLES
-
-
 @dataclass
 class Progress:
     """A run being measured: what the Sweep screen's bar, ETA and phase line show.
@@ -124,14 +108,14 @@ class Progress:
             self.phase = event.message
         elif event.kind == "trial":
             # counted here, not taken from event.done: an NDR/PDR search's measurements are not planned trials
-            if plan_entry(event.record):
+            if api.plan_entry(event.record):
                 self.done += 1
             else:
                 self.measurements += 1
             self.total = event.total or self.total
             self.elapsed_s = event.elapsed_s
             config = (event.data or {}).get("config", {})
-            self.last = f"{api.knob_label(config, ' ') or 'trial'} -> {rate_text(event.record)}"
+            self.last = f"{api.knob_label(config, ' ') or 'trial'} -> {api.trial_rate(event.record)}"
         elif event.kind == "step":
             self.done, self.total = event.done or self.done, event.total or self.total
         elif event.kind in ("note", "steadiness"):
@@ -163,9 +147,12 @@ def progress_of_run(run: dict[str, Any], records: Iterable[Any]) -> Progress:
     durations = [r.finished_at - r.started_at for r in records
                  if r.status in ("ok", "failed") and r.started_at and r.finished_at]
     done = int(run.get("ok", 0)) + int(run.get("failed", 0))
-    return Progress(run_id=run["id"], profile=run.get("profile_name"), total=run.get("planned") or None, done=done,
+    running = run.get("status") == "running"
+    # a run without a plan (``labctl ndr``: one search; an import) is, once over, all it did: done of done
+    total = run.get("planned") or (done if not running else None) or None
+    return Progress(run_id=run["id"], profile=run.get("profile_name"), total=total, done=done,
                     elapsed_s=sum(durations) * done / len(durations) if durations else None,
-                    phase="phases are shown for sweeps started here" if run.get("status") == "running" else "",
+                    phase="phases are shown for sweeps started here" if running else "",
                     state=run.get("status", "?"), source="store")
 
 
@@ -331,11 +318,34 @@ def trial_list(ids: list[int], most: int = 12) -> str:
 
 
 
-def advice_lines(advice: Any, run: int | None) -> list[tuple[str, str]]:
-    """The advice as (kind, line): head, recommend + evidence + rationale, inconclusive + next,
-    warning; kinds pick the style."""
-    which = f"run {run}" if run is not None else "the newest run"
-    lines = [("head", f"Advice for {which}: {advice.trials_used} trials, loss limit {advice.max_loss:.2%}")]
+def chosen_run(runs: list[dict[str, Any]], run_id: int | None) -> dict[str, Any] | None:
+    """The run Results and Advice show (an :func:`labctl.api.runs` entry): ``run_id``'s, else the newest."""
+    return next((r for r in runs if r["id"] == run_id), None) if run_id is not None else (runs or [None])[-1]
+
+
+def step_run(runs: list[dict[str, Any]], run_id: int | None, step: int) -> int | None:
+    """The id of the run ``step`` places after (``-1``: before) the chosen one, oldest first; None past
+    either end."""
+    ids = [r["id"] for r in runs]
+    chosen = chosen_run(runs, run_id)
+    at = ids.index(chosen["id"]) + step if chosen is not None else -1
+    return ids[at] if 0 <= at < len(ids) else None
+
+
+def run_choice_line(runs: list[dict[str, Any]], run: dict[str, Any]) -> str:
+    """Which run the advice reads, and how to pick another."""
+    at = [r["id"] for r in runs].index(run["id"]) + 1
+    newest = ", the newest" if at == len(runs) else ""
+    return (f"run {run['id']} {run.get('profile_name') or '-'} ({at} of {len(runs)}{newest}), as chosen on Results; "
+            "[ and ] pick an older or a newer run")
+
+
+def advice_lines(advice: Any, run: dict[str, Any], runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The advice of ``run`` (an :func:`labctl.api.runs` entry, one of ``runs``) as (kind, line): head,
+    which run, recommend + evidence + rationale, inconclusive + next, warning; kinds pick the style."""
+    used = f"{advice.trials_used} trial{'s' * (advice.trials_used != 1)}"
+    lines = [("head", f"Advice for run {run['id']}: {used}, loss limit {advice.max_loss:.2%}"),
+             ("run", run_choice_line(runs, run))]
     for r in advice.recommendations:
         ci = "" if r.ci_pct is None else f" [{r.ci_pct[0]:+.1f}, {r.ci_pct[1]:+.1f}]"
         cond = f" (with {', '.join(f'{k}={value_text(v)}' for k, v in r.condition.items())})" if r.condition else ""

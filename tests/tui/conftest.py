@@ -87,14 +87,20 @@ def fixed(monkeypatch, tmp_path, grid_db) -> dict[str, Any]:
             "handle_signals": False}
 
 
+#: The two trials a scripted sweep stores first: (its configuration, its metrics).
+PACKET_TRIALS = (({"guest.nics.*.rx_queue_size": 256, "workload.burst": 32}, {"mpps": 5.0}),
+                 ({"guest.nics.*.rx_queue_size": 256, "workload.burst": 64}, {"mpps": 6.0}))
+
+
 class ScriptedSweep:
     """Stands in for ``api.sweep``: sends the events of a 4-trial run, then (``hold``) waits for the
     scope to be cancelled, as a trial in flight would; records what it was called with. ``notes``: note
-    events sent after the run's."""
+    events sent after the run's; ``trials``: the trials stored before it holds (config, metrics)."""
 
-    def __init__(self, hold: bool = True, notes: tuple[Any, ...] = ()):
+    def __init__(self, hold: bool = True, notes: tuple[Any, ...] = (), trials: tuple[Any, ...] = PACKET_TRIALS):
         self.hold = hold
         self.notes = notes  # a message, or an (message, data) pair (a sweep until decided's Look)
+        self.trials = trials
         self.calls: list[dict[str, Any]] = []
         self.waiting = threading.Event()
 
@@ -108,11 +114,11 @@ class ScriptedSweep:
         for note in self.notes:
             message, data = note if isinstance(note, tuple) else (note, None)
             on_event(api.Event("note", lab="quick", message=message, data=data))
-        for i, (rx, burst, mpps) in enumerate([(256, 32, 5.0), (256, 64, 6.0)]):
+        for i, (config, metrics) in enumerate(self.trials):
             on_event(api.Event("phase", lab="quick", message="measure"))
-            record = TrialRecord(config={}, metrics=Metrics(mpps=mpps))
+            record = TrialRecord(config={}, metrics=Metrics(**metrics))
             on_event(api.Event("trial", run_id=7, record=record, done=i + 1, total=4, elapsed_s=10.0 * (i + 1),
-                               data={"config": {"guest.nics.*.rx_queue_size": rx, "workload.burst": burst}}))
+                               data={"config": config}))
         on_event(api.Event("phase", lab="quick", message="warm-up"))
         if self.hold:
             self.waiting.set()

@@ -11,7 +11,7 @@ import time
 import pytest
 from rich.console import Console
 from rich.text import Text
-from textual.widgets import DataTable, Input, OptionList, Static
+from textual.widgets import DataTable, Input, OptionList, ProgressBar, Static
 
 from labctl import api
 from labctl.results.record import Metrics, TrialRecord
@@ -141,10 +141,16 @@ def test_labs_lists_profiles_with_problems_inline_and_the_labs_that_are_up(fixed
 
 # -- Sweep -------------------------------------------------------------------------------------------
 
-def test_sweep_shows_progress_eta_phase_and_bars_then_cancels(fixed, monkeypatch):
-    sweep = ScriptedSweep()
+def scripted(monkeypatch, **kwargs) -> ScriptedSweep:
+    """A scripted sweep (see conftest) in place of ``api.sweep``, and :class:`FakeReport`'s bars for every run."""
+    sweep = ScriptedSweep(**kwargs)
     monkeypatch.setattr(api, "sweep", sweep)
     monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    return sweep
+
+
+def test_sweep_shows_progress_eta_phase_and_bars_then_cancels(fixed, monkeypatch):
+    sweep = scripted(monkeypatch)
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep", overrides={"workload.duration_s": 1})
@@ -179,9 +185,7 @@ def test_a_budget_in_until_decided_starts_a_sweep_until_decided_showing_the_open
     first = Look(1, 8, 3, 12, ["rx_queue_size: 1024 vs 256", "workload.burst: 64 vs 32"], {})
     second = Look(2, 8, 4, 16, ["workload.burst: 64 vs 32"], {"rx_queue_size: 1024 vs 256": "better"})
     third = Look(3, 8, 5, 20, [], {"rx_queue_size: 1024 vs 256": "better"}, ["workload.burst: 64 vs 32"])
-    sweep = ScriptedSweep(notes=((first.message(), first), (second.message(), second), (third.message(), third)))
-    monkeypatch.setattr(api, "sweep", sweep)
-    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    sweep = scripted(monkeypatch, notes=tuple((look.message(), look) for look in (first, second, third)))
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep")
@@ -205,9 +209,7 @@ def test_the_newest_message_shows_even_after_long_ones(fixed, monkeypatch):
     resume command off the three lines the messages have at 80x24."""
     waiting = ("waiting for CPU 0: pid 11762 (lab it-tcpkill, CPUs 0-1) is measuring on it (this trial "
                "needs CPUs 0-1)")
-    sweep = ScriptedSweep(notes=(waiting, waiting))
-    monkeypatch.setattr(api, "sweep", sweep)
-    monkeypatch.setattr(api, "report", lambda db, run=None, *a, **k: FakeReport())
+    sweep = scripted(monkeypatch, notes=(waiting, waiting))
 
     async def go():
         app = LabctlApp(**fixed, mode="sweep")
@@ -269,6 +271,62 @@ def test_a_sweep_written_by_another_process_shows_up_live(fixed, tmp_path):
             with Store(db) as store:
                 store.finish_run(run_id, "finished")
             await until(pilot, lambda: "finished" in text(app, "#headline"))
+
+    run(go())
+
+
+@pytest.mark.parametrize("metrics, rate", [({"bandwidth_gbps": 9.413}, "9.41 Gbit/s"),
+                                           ({"transactions_per_s": 23456.7}, "23,457 trans/s")])
+def test_a_tcp_trial_shows_its_rate_in_its_unit_as_the_cli_does(fixed, monkeypatch, metrics, rate):
+    """The progress line named a TCP trial "ok" (the TUI's own copy of the rate knew no TCP metric) where the
+    CLI's bar said Gbit/s or trans/s: both now say what ``api.trial_rate`` says."""
+    from labctl.cli.output import SweepProgress
+
+    config = {"workload.sessions": 4, "workload.guest_queues": 2}
+    sweep = scripted(monkeypatch, trials=((config, metrics), (config, metrics)))
+
+    async def go():
+        app = LabctlApp(**fixed, mode="sweep")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("g")
+            await until(pilot, lambda: sweep.waiting.is_set() and "warm-up" in text(app, "#phase"))
+            assert f"last: sessions=4 guest_queues=2 -> {rate}" in text(app, "#phase")
+            assert " ok" not in text(app, "#phase")
+            await pilot.press("c")
+            await until(pilot, lambda: not app.busy)
+
+    run(go())
+    trial = api.Event("trial", run_id=7, done=1, total=4, data={"config": config},
+                      record=TrialRecord(config=config, metrics=Metrics(**metrics)))
+    with SweepProgress() as cli:
+        cli(api.Event("run", run_id=7, total=4, done=0))
+        cli(trial)
+        assert cli.progress.tasks[0].fields["last"] == f"last: sessions=4 guest_queues=2 -> {rate}"
+
+
+def test_a_finished_ndr_run_shows_as_finished(fixed, tmp_path):
+    """``labctl ndr`` plans no entries (its run is one search): finished, it showed "1/? trials" and its bar
+    at 0%. While it searches, its measurements are not trials of a plan: 0 of an unknown total."""
+    db = tmp_path / "ndr.db"
+    with Store(db) as store:
+        run_id = store.create_run("vnf", {}, [])
+        for load in (1.0, 2.0, 1.5):
+            store.add_trial(TrialRecord(run_id=run_id, config={}, details={"role": "search"},
+                                        metrics=Metrics(offered_mpps=load, mpps=load)), None)
+
+    async def go():
+        app = LabctlApp(**{**fixed, "db": db, "poll_s": 0.05}, mode="sweep")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: f"run {run_id} vnf: running, 0/? trials" in text(app, "#headline"))
+            assert app.screen.query_one("#bar", ProgressBar).percentage == 0.0
+            with Store(db) as store:
+                store.add_trial(TrialRecord(run_id=run_id, config={}, details={"role": "ndr"},
+                                            metrics=Metrics(ndr_mpps=2.0, pdr_mpps=2.1),
+                                            started_at=100.0, finished_at=130.0), None)
+                store.finish_run(run_id, "finished")
+            await until(pilot, lambda: "finished" in text(app, "#headline"))
+            assert f"run {run_id} vnf: finished, 1/1 trials (read from the store)" in text(app, "#headline")
+            assert app.screen.query_one("#bar", ProgressBar).percentage == 1.0
 
     run(go())
 
@@ -394,6 +452,57 @@ def test_advice_shows_evidence_and_writes_a_tuned_profile(fixed, tmp_path):
             assert "applied guest.nics.*.rx_queue_size = 1024" in text(app, "#applied")
         tuned = api.load(out).profile
         assert tuned.name == "quick-tuned" and {n.rx_queue_size for n in tuned.guest.nics} == {1024}
+
+    run(go())
+
+
+def test_advice_reads_the_run_chosen_on_results_and_steps_to_another(fixed):
+    """After ``make demo`` the newest run is an NDR search of one configuration: nothing to advise, while
+    the sweep beside it has advice. Advice names the run it reads (the newest until one is chosen), ``[`` and
+    ``]`` step to an older or a newer one, and the run under the cursor on Results is the one it reads."""
+    with Store(fixed["db"]) as store:
+        ndr = store.create_run("vnf", {}, [])
+        store.add_trial(TrialRecord(run_id=ndr, config={"workload.burst": 32}, details={"role": "ndr"},
+                                    metrics=Metrics(ndr_mpps=2.0, pdr_mpps=2.1)), None)
+        store.finish_run(ndr, "finished")
+
+    async def go():
+        app = LabctlApp(**fixed, mode="advice")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: f"Advice for run {ndr}:" in text(app, "#advice"))
+            advice = text(app, "#advice")
+            assert f"Advice for run {ndr}: 1 trial, loss limit" in advice
+            assert "nothing varies across these trials" in advice
+            assert f"run {ndr} vnf (2 of 2, the newest), as chosen on Results; [ and ] pick" in advice
+            await pilot.press("left_square_bracket")
+            await until(pilot, lambda: "Advice for run 1: 72 trials" in text(app, "#advice"))
+            assert app.run_id == 1
+            advice = text(app, "#advice")
+            assert "recommend guest.nics.*.rx_queue_size = 1024: +22.0% [+4.9, +54.4] mpps" in advice
+            assert "run 1 import:embedded-grid.jsonl (1 of 2)" in advice
+            await pilot.press("left_square_bracket")  # there is no older run: it stays
+            await pilot.press("right_square_bracket")
+            await until(pilot, lambda: f"Advice for run {ndr}:" in text(app, "#advice"))
+            assert app.run_id == ndr
+
+            # on Results, the cursor on the runs table (newest first) chooses the run Advice reads
+            await pilot.press("r")
+            await until(pilot, lambda: f"run {ndr}: 1 configurations" in text(app, "#notes"))
+            await until(pilot, lambda: app.focused is not None and app.focused.id == "configs")
+            await pilot.press("tab", "down")  # to the runs table, down to the older run, no enter
+            await until(pilot, lambda: "run 1: 24 configurations" in text(app, "#notes"))
+            assert app.run_id == 1
+            await pilot.press("a")
+            await until(pilot, lambda: "Advice for run 1: 72 trials" in text(app, "#advice"))
+            # back on Results, its runs table is filled again: that is no choice, run 1 stays chosen
+            chosen: list = []
+            app.watch(app, "run_id", lambda run_id: chosen.append(run_id), init=False)
+            await pilot.press("r")
+            await until(pilot, lambda: not any(w.is_running for w in app.workers))
+            await pilot.pause()
+            assert chosen == [] and app.run_id == 1 and "run 1: 24 configurations" in text(app, "#notes")
+            runs = app.screen.query_one("#runs", DataTable)
+            assert runs.coordinate_to_cell_key(runs.cursor_coordinate).row_key.value == "1"
 
     run(go())
 

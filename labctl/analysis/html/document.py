@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from labctl.analysis.course import course_text, describe
 from labctl.analysis.grouping import knob_value, varying_knobs
 from labctl.analysis.report import Report, build_report
 from labctl.host.steadiness import UNSTEADY_WARNING
@@ -108,16 +109,10 @@ def searches(records: Sequence[TrialRecord], knobs: Sequence[str]) -> list[dict[
 def until_course(info: dict[str, Any]) -> dict[str, Any] | None:
     """A ``sweep --until decided`` run's course: why it stopped and one line per comparison (its
     within-block verdict, trials and confidence, or what it would need); None for any other run."""
-    from labctl.measure.until import describe, stop_text
-
     course = info.get("until")
     if not course:
         return None
-    looks = course.get("looks") or 0
-    head = (f"{stop_text(course)}; {course.get('metric')}, within-block ratios, threshold "
-            f"±{course.get('threshold_pct') or 0:g}%, error {course.get('alpha') or 0:.2g} spent over {looks} "
-            f"look{'s' * (looks != 1)}")
-    return {"stop": course.get("stop"), "head": head,
+    return {"stop": course.get("stop"), "head": course_text(course),
             "comparisons": [{"verdict": c.get("verdict"), "line": describe(c)} for c in course.get("comparisons", [])]}
 
 

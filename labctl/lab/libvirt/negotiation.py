@@ -1,4 +1,5 @@
-"""Requested vs negotiated virtio-net settings, per NIC, with the reason for every difference."""
+"""Requested vs negotiated virtio-net settings, per NIC, with the reason for every difference (said in
+words by :func:`labctl.results.lines.describe_nics`)."""
 
 from __future__ import annotations
 
@@ -52,18 +53,6 @@ def compare_nics(plan: LabPlan, reported: list[dict[str, Any]]) -> list[dict[str
                        "differences": explain(nic, plan.vcpus, got)})
     return result
 
-
-def describe_nics(nics: list[dict[str, Any]]) -> list[str]:
-    """Requested vs negotiated per NIC (the ``nics`` of an ``up`` or of a ``status`` entry), one line per
-    NIC, each followed by the reasons for what the guest got differently."""
-    lines = []
-    for nic in nics:
-        req, neg = nic["requested"], nic.get("negotiated") or {}
-        lines.append(f"nic{nic['index']} {req['backend']:<9} {neg.get('ifname') or '?':<5} "
-                     f"queues {req['queues']}->{neg.get('queues')}  rx {req['rx_ring']}->{neg.get('rx_ring')}  "
-                     f"tx {req['tx_ring']}->{neg.get('tx_ring')}")
-        lines += [f"     {reason}" for reason in nic.get("differences") or []]
-    return lines
 
 def parse_ethtool(text: str) -> dict[str, dict[str, int | None]]:
     """``ethtool -g`` or ``-l`` output -> {"max": {...}, "current": {...}} with lower-case keys

@@ -77,25 +77,31 @@ class ResultsScreen(LabScreen):
         lines = [model.run_line(run) for run in reversed(runs)]  # newest first
         # the columns' widths from their cells, set here: left to DataTable's own measuring (after the rows
         # land, at idle), a CI run showed them stuck at the headers' widths ("import:" for the run's name)
-        table.clear(columns=True)
-        for i, label in enumerate(model.RUN_COLUMNS):
-            table.add_column(label, width=max([cell_len(label)] + [cell_len(line[i]) for line in lines]))
-        for run, line in zip(reversed(runs), lines):
-            table.add_row(*line, key=str(run["id"]))
-        if not runs:
-            self._say("#notes", f"{self.lab.db}: no runs yet")
-            return
-        wanted = self.lab.run_id if self.lab.run_id is not None else runs[-1]["id"]
-        if str(wanted) in {str(r["id"]) for r in runs}:
-            table.move_cursor(row=table.get_row_index(str(wanted)))
+        with table.prevent(DataTable.RowHighlighted):  # filling the table is not the user choosing a run
+            table.clear(columns=True)
+            for i, label in enumerate(model.RUN_COLUMNS):
+                table.add_column(label, width=max([cell_len(label)] + [cell_len(line[i]) for line in lines]))
+            for run, line in zip(reversed(runs), lines):
+                table.add_row(*line, key=str(run["id"]))
+            if not runs:
+                self._say("#notes", f"{self.lab.db}: no runs yet")
+                return
+            wanted = self.chosen()
+            if str(wanted) in {str(r["id"]) for r in runs}:
+                table.move_cursor(row=table.get_row_index(str(wanted)))
         self.load_run()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "runs" and event.row_key.value is not None:
             self.lab.run_id = int(event.row_key.value)
 
+    def chosen(self) -> int | None:
+        """The run shown: the one chosen (here or on Advice), else the newest."""
+        run = model.chosen_run(self.runs, self.lab.run_id)
+        return run["id"] if run is not None else self.lab.run_id
+
     def load_run(self) -> None:
-        run = self.lab.run_id if self.lab.run_id is not None else (self.runs[-1]["id"] if self.runs else None)
+        run = self.chosen()
         if run is None:
             return
         self.call_api(api.reports, self.lab.db, run, done=lambda reports: self.show_reports(run, reports),
@@ -111,6 +117,8 @@ class ResultsScreen(LabScreen):
         self._say("#notes", error_text(exc))
 
     def show_reports(self, run: int, reports: dict[str, Any]) -> None:
+        if run != self.chosen():
+            return  # an earlier read, overtaken by the choice of another run
         if run != self.shown_run:
             self.marks.clear()
             self.sort_index, self.reverse = -1, False
@@ -201,7 +209,11 @@ class ResultsScreen(LabScreen):
         self.redraw_configs()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id != "configs" or self.table is None:
+        if event.data_table.id == "runs":  # the cursor on a run chooses it: its configurations, its advice
+            if event.row_key.value is not None:
+                self.lab.run_id = int(event.row_key.value)
+            return
+        if self.table is None:
             return
         self.highlighted = next((r for r in self.table.rows if r.key == event.row_key.value), None)
         self.show_notes()

@@ -184,13 +184,7 @@ class SweepScreen(LabScreen):
                                           f"({result.trials_used} trials, stopped: {result.stop_reason})")
         else:
             self.progress.messages.append(f"run {result.run_id}: {result.ok} ok, {result.failed} failed")
-            course = getattr(result, "until", None)
-            if course:
-                from labctl.measure.until import stop_text
-
-                stop = stop_text(course)
-                self.progress.messages.append(f"until decided: {stop}; labctl advise --run {result.run_id} gives "
-                                              "the verdicts")
+            self.progress.messages += api.course_lines(getattr(result, "until", None) or {})  # after "run N: ..."
         self.after_stop()
 
     def stopped(self, exc: BaseException) -> None:

@@ -56,7 +56,7 @@ def _store(tmp_path, step: bool):
 
 def test_a_stored_series_with_a_step_is_marked_with_its_runs_and_what_changed(tmp_path, cli):
     db = _store(tmp_path, step=True)
-    trend = api.trend_of(db, "demo")
+    trend = api.trend(db, "demo")
     marked = {s.knobs["guest.nics.*.rx_queue_size"]: s for s in trend.series}
     (mark,) = marked[256].marks
     assert (mark.kind, mark.run_id, mark.previous_run_id) == ("regression", 7, 6)

@@ -34,7 +34,8 @@ def test_the_cli_bar_counts_planned_searches():
 
 
 def test_the_tuis_progress_counts_planned_searches():
-    from labctl.tui.model import Progress, rate_text
+    from labctl.api import trial_rate
+    from labctl.tui.model import Progress
 
     progress = Progress()
     for event in _events(done_before=1):
@@ -45,4 +46,4 @@ def test_the_tuis_progress_counts_planned_searches():
     plain = Progress()
     for i in range(3):
         plain.apply(Event("trial", run_id=1, done=i + 1, total=4, record=TrialRecord(config={}, metrics=Metrics(mpps=9.0))))
-    assert plain.done == 3 and rate_text(TrialRecord(config={}, metrics=Metrics(mpps=9.0))) == "9.00 Mpps"
+    assert plain.done == 3 and trial_rate(TrialRecord(config={}, metrics=Metrics(mpps=9.0))) == "9.00 Mpps"

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from labctl.analysis import course as words
 from labctl.errors import KnobError
 from labctl.measure import until as u
 from labctl.measure.sweep import run_sweep
@@ -92,7 +93,7 @@ def test_sweep_stops_at_the_budget_saying_what_it_would_take(tmp_path):
     assert len(calls) == 24 and result.until["stop"] == "budget" and result.until["futility"] == 0.0
     open_ = [c for c in result.until["comparisons"] if c["verdict"] == "open"]
     assert open_ and all("needed_trials" in c and not c["out_of_reach"] for c in open_)
-    assert all("more trials" in u.describe_open(c) or "no practical" in u.describe_open(c) for c in open_)
+    assert all("more trials" in words.describe_open(c) or "no practical" in words.describe_open(c) for c in open_)
 
 
 def test_a_comparison_out_of_reach_of_the_budget_is_given_up_early(tmp_path):
@@ -106,8 +107,8 @@ def test_a_comparison_out_of_reach_of_the_budget_is_given_up_early(tmp_path):
     assert course["stop"] == "out of reach" and len(calls) < 200 and course["futility"] == u.FUTILITY
     given_up = [c for c in course["comparisons"] if c["verdict"] == "open"]
     assert given_up and all(c["out_of_reach"] and c["chance"] < u.FUTILITY for c in given_up)
-    assert all("given up after" in u.describe(c) and "chance of a verdict" in u.describe(c) for c in given_up)
-    assert "out of reach of the budget (200 trials; under 10% chance" in u.stop_text(course)
+    assert all("given up after" in words.describe(c) and "chance of a verdict" in words.describe(c) for c in given_up)
+    assert "out of reach of the budget (200 trials; under 10% chance" in words.stop_text(course)
     with Store(tmp_path / "s.db") as store:  # every trial measured is stored, none planned and left
         assert len(store.trials(result.run_id)) == len(calls)
 
@@ -253,4 +254,4 @@ def test_a_round_where_every_trial_fails_ends_the_sweep(tmp_path):
 
     result = run_sweep(loaded, tmp_path / "s.db", runner=broken, until="decided", budget="10m")
     assert result.until["stop"] == "failed" and len(calls) == 12 and result.failed == 12  # the first round only
-    assert "every trial of its last round failed" in u.stop_text(result.until)
+    assert "every trial of its last round failed" in words.stop_text(result.until)

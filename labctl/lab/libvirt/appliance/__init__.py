@@ -20,5 +20,6 @@ of the stock key, which is unchanged). It runs on the appliance's libraries, so 
 be one the appliance carries (``image.missing_libraries``, checked before anything starts).
 
 The cache key (``key``) is a hash of everything the appliance is made from; ``cache`` holds the
-entries, ``cached()``, ``prune()`` and ``build()``; ``tools`` runs the host tools the builder needs.
+entries, ``cached()`` and ``build()`` (over :mod:`labctl.lab.libvirt.buildcache`, the guest image's cache too);
+``tools`` runs the host tools the builder needs (:mod:`labctl.lab.libvirt.buildtools`).
 """

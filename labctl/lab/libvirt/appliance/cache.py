@@ -1,19 +1,15 @@
-"""The appliance cache: its directory, its entries (``Appliance``), ``cached()``, ``prune()`` and
-``build()``, the entry points.
+"""The appliance cache: its directory, its entries (``Appliance``), ``cached()`` and ``build()``, the entry
+points.
 
 A build with the same inputs (``gather_inputs``, hashed by ``compute_key``) is a cache hit and returns
-at once; a build is made in a temporary directory next to the cache entries and renamed into place, so
-an entry is either complete or absent.
+at once; a miss is built, published and cleaned up by :class:`labctl.lab.libvirt.buildcache.BuildCache`
+(lock, re-check, a work directory beside the entries, one rename), so an entry is either complete or absent.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +23,7 @@ from labctl.lab.libvirt.appliance.image import INITRD_NAME, KERNEL_NAME, _stage,
 from labctl.lab.libvirt.appliance.kernel import _fetch_kernel_deb, package_versions, resolve_kernel
 from labctl.lab.libvirt.appliance.key import KeyInputs, compute_key
 from labctl.lab.libvirt.appliance.tools import Progress, say
+from labctl.lab.libvirt.buildcache import BuildCache
 
 KEEP_ENTRIES = 3  # cache entries kept after a build (each about 17 MB)
 ENTRY_META = "appliance.json"
@@ -107,17 +104,11 @@ def _entry_forwarder(path: Path) -> str:
         return ""
 
 
-def _entries(cache_dir: Path) -> list[Appliance]:
-    if not cache_dir.is_dir():
-        return []
-    found = []
-    for child in cache_dir.iterdir():
-        if child.name.startswith(".") or not child.is_dir():
-            continue
-        app = _load_entry(child)
-        if app is not None:
-            found.append(app)
-    return sorted(found, key=lambda a: a.kernel.parent.joinpath(ENTRY_META).stat().st_mtime)
+def _cache(cache_dir: Path) -> BuildCache[Appliance]:
+    """The appliance's :class:`~labctl.lab.libvirt.buildcache.BuildCache` in ``cache_dir``: entries named by
+    their key, ``.lock``, work directories ``.build-appliance-*``."""
+    return BuildCache(cache_dir, _load_entry, ENTRY_META, ApplianceError, build_prefix=".build-appliance-",
+                      keep=KEEP_ENTRIES)
 
 
 def cached(cache_dir: Path | None = None, forwarder: str | None = None) -> Appliance | None:
@@ -126,31 +117,14 @@ def cached(cache_dir: Path | None = None, forwarder: str | None = None) -> Appli
     When apt cannot say what the inputs are (no apt lists, no network), the newest complete entry carrying
     the same forwarder (by sha256; none: Debian's).
     """
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache = _cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     try:
-        key = compute_key(gather_inputs(cache_dir=cache_dir, update_apt=False, forwarder=forwarder))
+        key = compute_key(gather_inputs(cache_dir=cache.directory, update_apt=False, forwarder=forwarder))
     except ApplianceError:
         wanted = sha256_file(Path(forwarder)) if forwarder else ""
-        entries = [e for e in _entries(cache_dir) if _entry_forwarder(e.path) == wanted]
+        entries = [e for path, e in cache.entries() if _entry_forwarder(path) == wanted]
         return entries[-1] if entries else None
-    return _load_entry(cache_dir / key)
-
-
-def prune(cache_dir: Path | None = None, keep: int = KEEP_ENTRIES) -> list[Path]:
-    """Remove all but the ``keep`` newest complete entries and stale build directories."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    removed: list[Path] = []
-    if not cache_dir.is_dir():
-        return removed
-    entries = _entries(cache_dir)  # oldest first
-    for entry in entries[: max(0, len(entries) - keep)]:
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.path)
-    for stale in cache_dir.glob(".build-*"):  # a builder that was killed; we hold the lock
-        if time.time() - stale.stat().st_mtime > 3600:
-            shutil.rmtree(stale, ignore_errors=True)
-            removed.append(stale)
-    return removed
+    return cache.lookup(key)
 
 
 def build(cache_dir: Path | None = None, force: bool = False, progress: Progress = None,
@@ -158,54 +132,31 @@ def build(cache_dir: Path | None = None, force: bool = False, progress: Progress
     """Build the appliance, or return the cached one made from the same inputs. ``forwarder``: a build's
     dpdk-testpmd (resolved path; :func:`labctl.lab.libvirt.appliance.image.missing_libraries` checked first)
     carried instead of Debian's, in an entry of its own (its sha256 is part of the key)."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    inputs = gather_inputs(progress, cache_dir=cache_dir, forwarder=forwarder)
+    cache = _cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+    cache.directory.mkdir(parents=True, exist_ok=True)  # apt's resolution is remembered there
+    inputs = gather_inputs(progress, cache_dir=cache.directory, forwarder=forwarder)
     key = compute_key(inputs)
-    final = cache_dir / key
-    if not force:
-        hit = _load_entry(final)
-        if hit is not None:
-            say(progress, f"cache hit {key[:12]}")
-            return hit
 
-    with open(cache_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per cache directory
-        if not force:
-            hit = _load_entry(final)
-            if hit is not None:  # another process built it meanwhile
-                return hit
+    def make(work: Path, entry: Path) -> dict:
         t0 = time.monotonic()
-        work = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_dir))
-        try:
-            entry = work / "entry"
-            entry.mkdir()
-            deb = _fetch_kernel_deb(inputs, cache_dir, work, progress)
-            kver = _stage(inputs, key, deb, work, entry, progress)
-            meta = {
-                "key": key,
-                "kernel_version": kver,
-                "kernel_package": inputs.kernel_package,
-                "kernel_deb_version": inputs.kernel_deb_version,
-                "kernel_deb_sha256": inputs.kernel_deb_sha256,
-                "packages": dict(inputs.packages),
-                "builder_version": inputs.builder_version,
-                "init_sh_sha256": inputs.init_sh_sha256,
-                **({"forwarder_sha256": inputs.forwarder_sha256, "forwarder_path": inputs.forwarder_path}
-                   if inputs.forwarder_sha256 else {}),
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "build_seconds": round(time.monotonic() - t0, 1),
-            }
-            (entry / ENTRY_META).write_text(json.dumps(meta, indent=1) + "\n")
-            if final.exists():  # force: replace the old entry, never leave a half one
-                old = work / "old"
-                os.rename(final, old)
-            os.rename(entry, final)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        prune(cache_dir)
-    app = _load_entry(final, built=True)
-    if app is None:
-        raise ApplianceError(f"the new cache entry {final} is unreadable")
-    say(progress, f"built {key[:12]}: initramfs {app.initrd_bytes / 1e6:.1f} MB")
+        deb = _fetch_kernel_deb(inputs, cache.directory, work, progress)
+        kver = _stage(inputs, key, deb, work, entry, progress)
+        return {
+            "key": key,
+            "kernel_version": kver,
+            "kernel_package": inputs.kernel_package,
+            "kernel_deb_version": inputs.kernel_deb_version,
+            "kernel_deb_sha256": inputs.kernel_deb_sha256,
+            "packages": dict(inputs.packages),
+            "builder_version": inputs.builder_version,
+            "init_sh_sha256": inputs.init_sh_sha256,
+            **({"forwarder_sha256": inputs.forwarder_sha256, "forwarder_path": inputs.forwarder_path}
+               if inputs.forwarder_sha256 else {}),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "build_seconds": round(time.monotonic() - t0, 1),
+        }
+
+    app = cache.build(key, make, force=force, progress=progress)
+    if app.built:
+        say(progress, f"built {key[:12]}: initramfs {app.initrd_bytes / 1e6:.1f} MB")
     return app

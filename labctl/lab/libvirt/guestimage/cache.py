@@ -2,19 +2,17 @@
 ``build_guest_image()``, the entry point, and ``copy_image()`` (a copy of the cached image at a path).
 
 An entry is ``guest-<key>/`` holding ``guest.qcow2``, ``vmlinuz``, ``initrd.img``, ``cmdline`` and
-``guest.json``. It is built in a ``.build-guest-*`` directory beside the entries and renamed into place
-(an entry is complete or absent), under a lock (one builder per cache directory). A build that was killed
-leaves its work directory; the next build, holding the lock, unmounts and detaches what is under it and
-removes it.
+``guest.json``. :class:`labctl.lab.libvirt.buildcache.BuildCache` builds it in a ``.build-guest-*`` directory
+beside the entries and renames it into place (an entry is complete or absent), under a lock (``.guest.lock``: one
+builder per cache directory). A build that was killed leaves its work directory; the next build, holding the
+lock, stops its processes, unmounts and detaches what is under it and removes it.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +23,8 @@ from labctl.errors import GuestImageError, UserError
 from labctl.lab.libvirt.guestimage.builder import CMDLINE_NAME, IMAGE_NAME, build_entry
 from labctl.lab.libvirt.guestimage.inputs import compute_key, gather_inputs
 from labctl.lab.libvirt.guestimage.layout import INITRD_NAME, KERNEL_NAME
-from labctl.lab.libvirt.guestimage.tools import Progress, release, say
+from labctl.lab.libvirt.buildcache import BuildCache
+from labctl.lab.libvirt.guestimage.tools import Progress, say
 
 CACHE_ENV = "LABCTL_IMAGE_CACHE_DIR"
 ENTRY_PREFIX = "guest-"
@@ -86,31 +85,22 @@ def load_entry(path: Path, built: bool = False) -> GuestImageInfo | None:
         return None
 
 
-def _entries(cache_dir: Path) -> list[GuestImageInfo]:
-    """Complete entries, oldest first."""
-    if not cache_dir.is_dir():
-        return []
-    found = [e for c in cache_dir.glob(ENTRY_PREFIX + "*") if (e := load_entry(c)) is not None]
-    return sorted(found, key=lambda e: (e.entry / ENTRY_META).stat().st_mtime)
+def _cache(cache_dir: Path) -> BuildCache[GuestImageInfo]:
+    """The guest images' :class:`~labctl.lab.libvirt.buildcache.BuildCache` in ``cache_dir`` (0755: QEMU's user
+    reads the images)."""
+    return BuildCache(cache_dir, load_entry, ENTRY_META, GuestImageError, entry_prefix=ENTRY_PREFIX,
+                      build_prefix=BUILD_PREFIX, lock_name=".guest.lock", keep=KEEP_ENTRIES, mode=0o755)
 
 
 def cached(cache_dir: Path | None = None) -> GuestImageInfo | None:
     """The entry for the current inputs, or None."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return load_entry(cache_dir / (ENTRY_PREFIX + compute_key(gather_inputs())))
+    return _cache(Path(cache_dir) if cache_dir is not None else default_cache_dir()).lookup(
+        compute_key(gather_inputs()))
 
 
 def clean_stale(cache_dir: Path, keep: int = KEEP_ENTRIES) -> list[str]:
     """With the lock held: free and remove killed builds' work directories; keep the ``keep`` newest entries."""
-    removed: list[str] = []
-    for stale in cache_dir.glob(BUILD_PREFIX + "*"):
-        removed += release(stale)
-        removed.append(str(stale))
-    entries = _entries(cache_dir)
-    for old in entries[: max(0, len(entries) - keep)]:
-        shutil.rmtree(old.entry, ignore_errors=True)
-        removed.append(str(old.entry))
-    return removed
+    return _cache(cache_dir).clean(keep)
 
 
 def _remember(cache_dir: Path, sha256: str) -> None:
@@ -128,39 +118,13 @@ def known_sha256s(cache_dir: Path) -> set[str]:
 def build_guest_image(force: bool = False, on_progress: Progress = None,
                       cache_dir: Path | None = None) -> GuestImageInfo:
     """Build the guest image, or return the cached one made from the same inputs (``force``: rebuild)."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cache_dir.chmod(0o755)
+    cache = _cache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     inputs = gather_inputs()
     key = compute_key(inputs)
-    final = cache_dir / (ENTRY_PREFIX + key)
-    if not force and (hit := load_entry(final)) is not None:
-        say(on_progress, f"cache hit {final}")
-        return hit
-    with open(cache_dir / ".guest.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder per cache directory
-        if not force and (hit := load_entry(final)) is not None:  # another process built it meanwhile
-            return hit
-        for gone in clean_stale(cache_dir):
-            say(on_progress, f"removed a killed build's leftover {gone}")
-        work = Path(tempfile.mkdtemp(prefix=BUILD_PREFIX, dir=cache_dir))
-        try:
-            entry = work / "entry"
-            entry.mkdir(mode=0o755)
-            meta = build_entry(inputs, key, work, entry, on_progress)
-            (entry / ENTRY_META).write_text(json.dumps(meta, indent=1) + "\n")
-            entry.chmod(0o755)
-            if final.exists():  # force: never leave a half entry
-                os.rename(final, work / "old")
-            os.rename(entry, final)
-            _remember(cache_dir, meta["sha256"])
-        finally:
-            release(work)
-        clean_stale(cache_dir)
-    info = load_entry(final, built=True)
-    if info is None:
-        raise GuestImageError(f"the new cache entry {final} is unreadable")
-    say(on_progress, f"built {final.name[:18]} in {info.build_seconds:.0f} s: {info.size_bytes / 1e6:.0f} MB qcow2")
+    info = cache.build(key, lambda work, entry: build_entry(inputs, key, work, entry, on_progress), force=force,
+                       progress=on_progress, published=lambda meta: _remember(cache.directory, meta["sha256"]))
+    if info.built:
+        say(on_progress, f"built {info.entry.name[:18]} in {info.build_seconds:.0f} s: {info.size_bytes / 1e6:.0f} MB qcow2")
     return info
 
 

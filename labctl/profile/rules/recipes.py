@@ -1,5 +1,5 @@
-"""The rules of ``recipes:`` and of builds made by them (``builds: {name: {recipe, rev}}``), each with its
-reason and source; registered with :func:`labctl.profile.rules.rule` when the rules module is loaded.
+"""Recipes: the rules of ``recipes:`` and of builds made by them (``builds: {name: {recipe, rev}}``), each with
+its reason and source.
 
 A recipe is checked without building anything: its repository is a git repository, its argv a program
 and arguments without NUL bytes, its output a path inside the checkout, its environment names real
@@ -16,7 +16,9 @@ from pathlib import PurePosixPath
 
 from labctl.errors import Problem
 from labctl.gitrepo import GitFailed, commit_of, repo_problem
-from labctl.profile.rules import NAME_PATTERN, _err, env_problems, rule
+from labctl.profile.rules.basics import NAME_PATTERN
+from labctl.profile.rules.builds import env_problems
+from labctl.profile.rules.registry import err, rule
 from labctl.profile.schema import Profile
 
 #: the longest a recipe's build may run (a QEMU or DPDK build from scratch on two cores takes minutes)
@@ -34,30 +36,30 @@ def _recipes(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
     for name, recipe in p.recipes.items():
         where = f"recipes.{name}"
         if not NAME_PATTERN.match(name):
-            yield _err(where, f"{name[:40]!r} is not a recipe name (allowed: 1-40 of a-z, 0-9 and '-')")
+            yield err(where, f"{name[:40]!r} is not a recipe name (allowed: 1-40 of a-z, 0-9 and '-')")
         problem = repo_problem(recipe.repo)
         if problem:
-            yield _err(f"{where}.repo", problem)
+            yield err(f"{where}.repo", problem)
         if not recipe.argv or not recipe.argv[0]:
-            yield _err(f"{where}.argv", "empty (allowed: a program and its arguments, e.g. [./build.sh] or "
+            yield err(f"{where}.argv", "empty (allowed: a program and its arguments, e.g. [./build.sh] or "
                                         "[meson-build.sh, --release])")
         elif any("\0" in part for part in recipe.argv):
-            yield _err(f"{where}.argv", "contains a NUL byte (allowed: text without NUL)")
+            yield err(f"{where}.argv", "contains a NUL byte (allowed: text without NUL)")
         else:
             program = recipe.argv[0]
             if os.path.isabs(program) and not os.access(program, os.X_OK):
-                yield _err(f"{where}.argv", f"{program[:80]} is not an executable file (allowed: an executable, a "
+                yield err(f"{where}.argv", f"{program[:80]} is not an executable file (allowed: an executable, a "
                                             "./path in the checkout, or a program on PATH)")
             elif "/" not in program and shutil.which(program) is None:
-                yield _err(f"{where}.argv", f"{program[:80]} is not on PATH (allowed: an absolute path, a ./path in "
+                yield err(f"{where}.argv", f"{program[:80]} is not on PATH (allowed: an absolute path, a ./path in "
                                             "the checkout, or a program on PATH)")
         out = PurePosixPath(recipe.output)
         if not recipe.output or out.is_absolute() or ".." in out.parts or "\0" in recipe.output:
-            yield _err(f"{where}.output", f"{recipe.output[:80]!r} is not a path inside the checkout (allowed: a "
+            yield err(f"{where}.output", f"{recipe.output[:80]!r} is not a path inside the checkout (allowed: a "
                                           "relative path without '..', e.g. build/app/dpdk-testpmd)")
         yield from env_problems(f"{where}.env", recipe.env)
         if not 1.0 <= recipe.timeout_s <= MAX_BUILD_S:
-            yield _err(f"{where}.timeout_s", f"{recipe.timeout_s:g} is out of range (allowed: 1..{MAX_BUILD_S:g})")
+            yield err(f"{where}.timeout_s", f"{recipe.timeout_s:g} is out of range (allowed: 1..{MAX_BUILD_S:g})")
 
 
 @rule("recipe-builds", "A build made by a recipe is that recipe's output at one commit: rev must name a commit of "
@@ -69,26 +71,26 @@ def _recipe_builds(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         where = f"builds.{name}"
         if build.recipe is None:
             if build.rev is not None:
-                yield _err(f"{where}.rev", "a revision needs a recipe (allowed: recipe: NAME with rev:, or a path "
+                yield err(f"{where}.rev", "a revision needs a recipe (allowed: recipe: NAME with rev:, or a path "
                                            "per role)")
             continue
         recipe = p.recipes.get(build.recipe)
         if recipe is None:
-            yield _err(f"{where}.recipe", f"{build.recipe[:40]!r} is not a recipe (allowed: "
+            yield err(f"{where}.recipe", f"{build.recipe[:40]!r} is not a recipe (allowed: "
                                           f"{', '.join(p.recipes) or 'none: add recipes:'})")
             continue
         if getattr(build, recipe.role) is not None:
-            yield _err(f"{where}.{recipe.role}", f"recipe {build.recipe} builds the {recipe.role} (allowed: leave "
+            yield err(f"{where}.{recipe.role}", f"recipe {build.recipe} builds the {recipe.role} (allowed: leave "
                                                  f"{recipe.role} out, or the recipe out)")
         if not build.rev:
-            yield _err(f"{where}.rev", "required with a recipe (allowed: a commit, tag or branch of "
+            yield err(f"{where}.rev", "required with a recipe (allowed: a commit, tag or branch of "
                                        f"{recipe.repo[:80]})")
         elif repo_problem(recipe.repo) is None:
             try:
                 found = commit_of(recipe.repo, build.rev)
             except GitFailed as exc:
-                yield _err(f"{where}.rev", str(exc))
+                yield err(f"{where}.rev", str(exc))
                 continue
             if found is None:
-                yield _err(f"{where}.rev", f"{build.rev[:80]!r} names no commit of {recipe.repo[:80]} (allowed: a "
+                yield err(f"{where}.rev", f"{build.rev[:80]!r} names no commit of {recipe.repo[:80]} (allowed: a "
                                            "commit, tag or branch that git rev-parse resolves)")
