@@ -2,27 +2,30 @@
 cache keyed by what made it, so that the resolver (:mod:`labctl.lab.builds`) finds the binary as it finds
 any build's.
 
-A build, step by step (:func:`build`):
+A build, step by step (:func:`build`; the cache is :class:`~labctl.lab.libvirt.buildcache.BuildCache`, the
+appliance's and the guest image's, one directory per recipe):
 
 1. the key: sha256 over the commit, the recipe (argv, output, role), the recipe's environment, and the
    sha256 of the program argv[0] names when it lives outside the checkout (an absolute path, or a program
    on PATH): a changed build script is another build. Found in the cache: done, nothing runs;
-2. the recipe's lock (one build of a recipe at a time: they share the checkout directory, so the
-   compiler sees the same paths every time and ccache hits across commits);
-3. a clean checkout of the commit: ``git clone --shared --no-checkout`` of the repository into the
-   recipe's ``work`` directory (removed first; the clone borrows the repository's objects and writes
-   nothing into it) and ``git checkout --detach COMMIT``;
+2. the recipe directory's lock (one build of a recipe at a time; a killed build's work directory is
+   freed and removed);
+3. a clean checkout of the commit in a new work directory: ``git clone --shared --no-checkout`` of the
+   repository (the clone borrows the repository's objects and writes nothing into it) and ``git checkout
+   --detach COMMIT``;
 4. ``argv`` run there (its working directory), never through a shell, in a process group of its own
    that dies with labctl, bounded by ``timeout_s``, in a small environment: PATH with ccache's compiler
    links first (``/usr/lib/ccache``: cc, gcc, g++ run through ccache, Debian's ccache package) when
    ccache is installed, HOME, LC_ALL=C, ``CCACHE_DIR`` (the cache's own), ``CCACHE_BASEDIR`` (the
-   checkout: paths hashed relative to it) and ``CCACHE_NOHASHDIR``, ``LABCTL_COMMIT``, then the
-   recipe's ``env``. Everything it prints goes to ``build.log``;
+   checkout: its paths hashed relative to it, so a commit built in another work directory hits) and
+   ``CCACHE_NOHASHDIR``, ``LABCTL_COMMIT``, then the recipe's ``env``. Everything it prints goes to
+   ``build.log``;
 5. ``output`` must then be an executable regular file inside the checkout; it is copied (mode 0755)
-   into the cache entry, with ``build.log`` and ``manifest.json`` (commit, recipe, key, the time the build
+   into the entry, with ``build.log`` and ``manifest.json`` (commit, recipe, key, the time the build
    took, ccache's hits and misses, the output's sha256), and the entry is published by one rename.
-   The checkout is removed: the output must not need it at run time (DPDK's testpmd built by meson links
-   its drivers statically; an output that needs more takes it through the build's ``env``).
+   The checkout goes with the work directory: the output must not need it at run time (DPDK's testpmd
+   built by meson links its drivers statically; an output that needs more takes it through the build's
+   ``env``). The newest :data:`KEEP_ENTRIES` builds of a recipe are kept.
 
 A failed build (non-zero exit, timeout, no output) is a :class:`~labctl.errors.BuildError` naming the
 commit and the log, which is kept in the cache (``failed/COMMIT-KEY.log``); nothing is published, so the
@@ -39,7 +42,6 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,19 +50,20 @@ from labctl import signals
 from labctl.digest import sha256_file
 from labctl.errors import BuildError, PlanError
 from labctl.gitrepo import commit_of, run_git
-from labctl.lab.libvirt.buildtools import die_with_parent, stop_group
-from labctl.lab.lockfile import LockFile
+from labctl.lab.libvirt.buildcache import BuildCache
+from labctl.lab.libvirt.buildtools import Progress, die_with_parent, say, stop_group
 from labctl.paths import cache_dir
 from labctl.profile.schema import Profile, Recipe
 
 CACHE_VARIABLE = "LABCTL_BUILD_CACHE_DIR"
+MANIFEST = "manifest.json"  # an entry's metadata, written last
+#: builds of one recipe kept, newest first: a bisect's commits and a sweep's builds stay in the cache
+KEEP_ENTRIES = 200
 #: Debian's ccache package links cc, gcc, g++ (and their versioned names) to ccache here
 CCACHE_LINKS = Path("/usr/lib/ccache")
 #: bumped when what goes into a key changes (old entries are then simply not found)
 KEY_FORMAT = 1
-LOG_TAIL = 3
 
-Progress = Callable[[str], None] | None
 
 
 @dataclass(frozen=True)
@@ -121,23 +124,24 @@ def key_of(spec: RecipeBuild, commit: str) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def entry_dir(spec: RecipeBuild, key: str) -> Path:
-    return root() / spec.name / key
+def _load(entry: Path, built: bool) -> Built | None:
+    """A complete entry (its manifest written last, its output there) as a :class:`Built`, else None."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    output = entry / "output" / Path(str(manifest.get("output", ""))).name
+    return Built(output, manifest["commit"], manifest["key"], manifest, built) if output.is_file() else None
+
+
+def _cache(spec: RecipeBuild) -> BuildCache[Built]:
+    return BuildCache(root() / spec.name, _load, MANIFEST, BuildError, keep=KEEP_ENTRIES, mode=0o755)
 
 
 def cached(spec: RecipeBuild, commit: str | None = None) -> Built | None:
     """The build of ``spec`` at ``commit`` (default: what its rev names now) when the cache holds it."""
     commit = commit or spec.commit()
-    key = key_of(spec, commit)
-    entry = entry_dir(spec, key)
-    manifest_path = entry / "manifest.json"
-    if not manifest_path.is_file():
-        return None
-    manifest = json.loads(manifest_path.read_text())
-    output = entry / "output" / Path(spec.output).name
-    if not output.is_file():
-        return None
-    return Built(output, commit, key, manifest)
+    return _cache(spec).lookup(key_of(spec, commit))
 
 
 def output_path(spec: RecipeBuild, label: str | None) -> tuple[str, str]:
@@ -154,79 +158,49 @@ def output_path(spec: RecipeBuild, label: str | None) -> tuple[str, str]:
 def build(spec: RecipeBuild, commit: str | None = None, progress: Progress = None) -> Built:
     """The output of ``spec`` at ``commit`` (default: its rev), from the cache or built now (module docstring)."""
     commit = commit or spec.commit()
-    found = cached(spec, commit)
-    if found is not None:
-        return found
     key = key_of(spec, commit)
-    home = root() / spec.name
-    _make_dirs(home)
-    lock = LockFile(home / ".lock")
-    if not lock.try_acquire():
-        _say(progress, f"recipe {spec.name}: waiting for another build of it")
-        lock.acquire()
-    try:
-        found = cached(spec, commit)  # built by whoever held the lock
-        if found is not None:
-            return found
-        return _build_locked(spec, commit, key, home, progress)
-    finally:
-        lock.release()
+    root().mkdir(parents=True, exist_ok=True)
+    root().chmod(0o755)  # QEMU (libvirt-qemu) runs a qemu build's emulator from here
+    return _cache(spec).build(key, lambda work, entry: _make(spec, commit, key, work, entry, progress),
+                              progress=progress)
 
 
-def _make_dirs(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    for p in (path, path.parent):
-        os.chmod(p, 0o755)  # QEMU (libvirt-qemu) runs a qemu build's emulator from here
-
-
-def _build_locked(spec: RecipeBuild, commit: str, key: str, home: Path, progress: Progress) -> Built:
-    work = home / "work"
-    staging = home / f".staging-{key}"
-    failed = home / "failed"
-    for stale in (work, staging):
-        shutil.rmtree(stale, ignore_errors=True)
-    staging.mkdir(mode=0o755)
-    log_path = staging / "build.log"
+def _make(spec: RecipeBuild, commit: str, key: str, work: Path, entry: Path, progress: Progress) -> dict[str, Any]:
+    """Build ``commit`` in a checkout under ``work``; fill ``entry`` (output, log); return the manifest."""
+    checkout = work / "checkout"
+    log_path = entry / "build.log"
     started = time.monotonic()
-    _say(progress, f"recipe {spec.name}: building {commit[:12]}" + ("" if commit.startswith(spec.rev) else f" ({spec.rev})"))
-    try:
-        with open(log_path, "w", encoding="utf-8") as log:
-            log.write(f"# labctl recipe {spec.name}: commit {commit} ({spec.rev}), key {key}\n"
-                      f"# argv {json.dumps(list(spec.argv))} in a clean checkout; output {spec.output}\n")
-            log.flush()
-            run_git(spec.repo, "clone", "--quiet", "--shared", "--no-checkout", "--", spec.repo, str(work))
-            run_git(work, "checkout", "--quiet", "--detach", commit)
-            before = _ccache_stats()
-            code = _run(spec, commit, work, log)
-            after = _ccache_stats()
-            took = time.monotonic() - started
-            log.write(f"# exit {code} after {took:.1f} s\n")
-        if code != 0:
-            raise _failure(spec, commit, key, log_path, failed, f"exit {code}" if code >= 0 else f"signal {-code}")
-        output = work / spec.output
-        problem = _output_problem(work, output)
-        if problem:
-            raise _failure(spec, commit, key, log_path, failed, problem)
-        (staging / "output").mkdir(mode=0o755)
-        kept = staging / "output" / output.name
-        shutil.copyfile(output, kept)
-        os.chmod(kept, 0o755)
-        manifest = {"recipe": spec.name, "repo": spec.repo, "rev": spec.rev, "commit": commit, "key": key,
-                    "argv": list(spec.argv), "output": spec.output, "role": spec.role, "env": dict(spec.env),
-                    "built_at": time.time(), "build_s": round(took, 1), "sha256": sha256_file(kept),
-                    "ccache": _ccache_delta(before, after)}
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        entry = entry_dir(spec, key)
-        shutil.rmtree(entry, ignore_errors=True)  # an entry without its manifest (a killed publish)
-        os.rename(staging, entry)
-        compiled = manifest["ccache"] and manifest["ccache"]["hits"] + manifest["ccache"]["misses"]
-        _say(progress, f"recipe {spec.name}: built {commit[:12]} in {took:.0f} s"
-                       + (f" (ccache: {manifest['ccache']['hits']} hits, {manifest['ccache']['misses']} misses)"
-                          if compiled else ""))
-        return Built(entry / "output" / output.name, commit, key, manifest, built_now=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(staging, ignore_errors=True)
+    say(progress, f"recipe {spec.name}: building {commit[:12]}" + ("" if commit.startswith(spec.rev) else f" ({spec.rev})"))
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"# labctl recipe {spec.name}: commit {commit} ({spec.rev}), key {key}\n"
+                  f"# argv {json.dumps(list(spec.argv))} in a clean checkout; output {spec.output}\n")
+        log.flush()
+        run_git(spec.repo, "clone", "--quiet", "--shared", "--no-checkout", "--", spec.repo, str(checkout))
+        run_git(checkout, "checkout", "--quiet", "--detach", commit)
+        before = _ccache_stats()
+        code = _run(spec, commit, checkout, log)
+        after = _ccache_stats()
+        took = time.monotonic() - started
+        log.write(f"# exit {code} after {took:.1f} s\n")
+    if code != 0:
+        raise _failure(spec, commit, key, log_path, f"exit {code}" if code >= 0 else f"signal {-code}")
+    output = checkout / spec.output
+    problem = _output_problem(checkout, output)
+    if problem:
+        raise _failure(spec, commit, key, log_path, problem)
+    (entry / "output").mkdir(mode=0o755)
+    kept = entry / "output" / output.name
+    shutil.copyfile(output, kept)
+    os.chmod(kept, 0o755)
+    manifest = {"recipe": spec.name, "repo": spec.repo, "rev": spec.rev, "commit": commit, "key": key,
+                "argv": list(spec.argv), "output": spec.output, "role": spec.role, "env": dict(spec.env),
+                "built_at": time.time(), "build_s": round(took, 1), "sha256": sha256_file(kept),
+                "ccache": _ccache_delta(before, after)}
+    compiled = manifest["ccache"] and manifest["ccache"]["hits"] + manifest["ccache"]["misses"]
+    say(progress, f"recipe {spec.name}: built {commit[:12]} in {took:.0f} s"
+                  + (f" (ccache: {manifest['ccache']['hits']} hits, {manifest['ccache']['misses']} misses)"
+                     if compiled else ""))
+    return manifest
 
 
 def _run(spec: RecipeBuild, commit: str, work: Path, log) -> int:
@@ -300,8 +274,9 @@ def _output_problem(work: Path, output: Path) -> str | None:
     return None
 
 
-def _failure(spec: RecipeBuild, commit: str, key: str, log_path: Path, failed: Path, why: str) -> BuildError:
-    """Keep the log (``failed/COMMIT-KEY.log``) and say what failed, naming the commit and the log."""
+def _failure(spec: RecipeBuild, commit: str, key: str, log_path: Path, why: str) -> BuildError:
+    """Keep the log (``RECIPE/failed/COMMIT-KEY.log``) and say what failed, naming the commit and the log."""
+    failed = root() / spec.name / "failed"
     failed.mkdir(mode=0o755, exist_ok=True)
     kept = failed / f"{commit[:12]}-{key[:8]}.log"
     shutil.copyfile(log_path, kept)
@@ -311,11 +286,6 @@ def _failure(spec: RecipeBuild, commit: str, key: str, log_path: Path, failed: P
     rev = "" if commit.startswith(spec.rev) else f" ({spec.rev})"
     return BuildError(f"recipe {spec.name}: the build of commit {commit[:12]}{rev} failed ({why}{last}); log {kept}",
                       commit=commit, log=str(kept))
-
-
-def _say(progress: Progress, message: str) -> None:
-    if progress is not None:
-        progress(message)
 
 
 def profile_builds(profile: Profile) -> dict[str, RecipeBuild]:

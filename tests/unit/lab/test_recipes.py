@@ -68,7 +68,7 @@ def test_a_build_runs_once_per_commit_recipe_and_environment(repo, tmp_path):
     assert other.path != first.path and "# speed 2" in other.path.read_text() and runs(counter) == 2
     flags = recipes.build(spec(src, shas[0], counter, CFLAGS="-O3"))  # the recipe's environment is in the key
     assert flags.built_now and flags.path != first.path and runs(counter) == 3
-    assert not (recipes.root() / "fwd" / "work").exists()  # the checkout is gone, the output kept
+    assert not list((recipes.root() / "fwd").glob(".build-*"))  # the checkout is gone with its work directory
 
 
 def test_argv_is_never_a_shell_and_the_environment_is_small_with_ccache(repo, tmp_path, monkeypatch):
@@ -83,7 +83,8 @@ def test_argv_is_never_a_shell_and_the_environment_is_small_with_ccache(repo, tm
     assert "SECRET_OF_LABCTL" not in env and "LABCTL_BUILD_CACHE_DIR" not in env  # labctl's environment is not the build's
     if shutil.which("ccache") and recipes.CCACHE_LINKS.is_dir():
         assert env["PATH"].startswith(f"{recipes.CCACHE_LINKS}:") and env["CCACHE_DIR"] == str(recipes.root() / "ccache")
-        assert env["CCACHE_BASEDIR"] == str(recipes.root() / "fwd" / "work")
+        basedir = env["CCACHE_BASEDIR"]  # the checkout, in the build's own work directory
+        assert basedir.startswith(str(recipes.root() / "fwd" / ".build-")) and basedir.endswith("/checkout")
 
 
 def test_a_failed_build_names_the_commit_and_keeps_its_log(repo, tmp_path):
