@@ -167,17 +167,18 @@ def git_history(repo, commits: list[dict[str, str | None]], executable: tuple[st
     return shas
 
 
-def trend_store(db, step: bool, residuals: list[float] | None = None, seed: int = 3):
+def trend_store(db, step: bool, residuals: list[float] | None = None, seed: int = 3, runs: range = range(10)):
     """Ten runs of profile demo (rx 256 and 1024, five trials each, this host's spread:
     :func:`tests.datasets.trend_series`) stored one after another in ``db``; with ``step``, rx 256 at half the
-    rate from run 7 on, where the forwarder's binary changed too. Returns ``db``."""
+    rate from run 7 on, where the forwarder's binary changed too. ``runs``: which of the ten are stored (0 is
+    the first). Returns ``db``."""
     from labctl.results.store import Store
     from tests.datasets import trend_series
 
     series = {256: trend_series(seed, step_at=6 if step else None, residuals=residuals),
               1024: trend_series(seed + 100, residuals=residuals)}
     with Store(db) as store:
-        for r in range(10):
+        for r in runs:
             binary = {"forwarder": {"path": "/opt/fwd", "sha256": "a" * 64 if r < 6 or not step else "b" * 64,
                                     "version": "DPDK 22.11.11", "build": None}}
             run_id = store.create_run("demo", {}, [])

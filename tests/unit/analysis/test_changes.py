@@ -115,3 +115,28 @@ def test_an_env_field_change_names_the_commit_of_a_recipe_build():
 
     (change,) = env_changes([record("a")], [record("b")])
     assert change.after == (f"/c/out/fwd@{'b' * 12} (DPDK 22.11.11, mine, commit {'b' * 12})",)
+
+
+def test_imported_runs_join_their_series_and_are_grouped_with_it(tmp_path, cli):
+    """A CI job's runs exported as JSONL and imported (``labctl import``: runs named ci-N, status imported)
+    join the series of the six runs measured here; the halving they bring is marked at the first of them."""
+    from labctl.results.interchange import export_jsonl, import_files
+    from labctl.results.store import Store
+
+    local = trend_store(tmp_path / "t.db", True, RESIDUALS, runs=range(6))
+    ci = trend_store(tmp_path / "ci.db", True, RESIDUALS)
+    files = [(tmp_path / f"ci-{run_id}.jsonl", f"ci-{run_id}") for run_id in range(7, 11)]
+    with Store(ci) as store:
+        for path, name in files:  # the CI job's runs after the forwarder's change: half the rate at rx 256
+            export_jsonl(store, path, int(name[3:]))
+    assert [run_id for run_id, _count in import_files(files, local)] == [7, 8, 9, 10]
+    with Store(local) as store:
+        assert (store.run(7)["profile_name"], store.run(7)["status"]) == ("ci-7", "imported")
+    marked = {s.knobs["guest.nics.*.rx_queue_size"]: s for s in api.trend(local, "demo").series}
+    assert [row.run_id for row in marked[256].rows] == list(range(1, 11))
+    (mark,) = marked[256].marks
+    assert (mark.kind, mark.run_id, mark.previous_run_id) == ("regression", 7, 6) and mark.beyond_threshold
+    assert [c.field for c in mark.env_changes] == ["binaries.forwarder"]
+    assert marked[1024].marks == [] and len(marked[1024].rows) == 10
+    code, out, _ = cli("trend", "demo", "--db", str(local))
+    assert code == 1 and "regression at run 7 (after run 6)" in out
