@@ -59,8 +59,13 @@ def junit_tree(comparison: Comparison) -> ET.ElementTree:
     profile = base.get("profile_name") or cand.get("profile_name") or "labctl"
     for item in comparison.items:
         _testcase(suite, comparison, item, f"labctl.compare.{profile}")
+    return finished(root, suite, render_comparison(comparison))
+
+
+def finished(root: ET.Element, suite: ET.Element, text: str) -> ET.ElementTree:
+    """The document of ``root``: ``text`` (the report as printed) as the suite's ``<system-out>``, indented."""
     out = ET.SubElement(suite, "system-out")
-    out.text = render_comparison(comparison)
+    out.text = text
     ET.indent(root)
     return ET.ElementTree(root)
 

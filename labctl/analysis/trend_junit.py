@@ -13,7 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from labctl.analysis.junit import write_tree
+from labctl.analysis.junit import finished, write_tree
 from labctl.analysis.trend import Trend, render_trend, trend_failures
 
 
@@ -41,10 +41,7 @@ def trend_junit_tree(trend: Trend) -> ET.ElementTree:
         runs = [str(row.run_id) for row in s.rows]
         out.text = "\n".join([f"runs {', '.join(runs)}; {len(s.groups)} group(s)",
                               *(m.format(trend.metric) for m in s.marks)])
-    out = ET.SubElement(suite, "system-out")
-    out.text = render_trend(trend)
-    ET.indent(root)
-    return ET.ElementTree(root)
+    return finished(root, suite, render_trend(trend))
 
 
 def write_trend_junit(trend: Trend, path: str | Path) -> Path:
