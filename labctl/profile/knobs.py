@@ -121,9 +121,9 @@ def with_knobs(data: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Top-level profile fields that are not a trial's configuration: the sweep matrix, the table of builds
-#: (each trial's binaries are recorded in its environment, ``env.binaries``), the sweep's order and how a guest
-#: reaches each configuration (``swap``: each record says it, ``details.reached``).
-NOT_CONFIG = ("sweep", "builds", "order", "seed", "swap")
+#: (each trial's binaries are recorded in its environment, ``env.binaries``), the recipes those are built by,
+#: the sweep's order and how a guest reaches each configuration (``swap``: each record says it, ``details.reached``).
+NOT_CONFIG = ("sweep", "builds", "recipes", "order", "seed", "swap")
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

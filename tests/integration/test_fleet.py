@@ -507,7 +507,8 @@ def test_ci_playbook_judges_the_sweep_against_a_named_baseline_run(request):
     root = ET.parse(host.artifacts / "compare.xml").getroot()
     assert root.get("failures") in ("1", "2") and len(root.findall("./testsuite/testcase")) == 2
     assert (host.artifacts / "compare.txt").read_text().startswith("baseline:  run 2 (ci4-high, host ci,")
-    assert {"report.md", "plot.png", "trials.jsonl", "trend.txt", "baseline.jsonl"} <= {p.name for p in host.artifacts.iterdir()}
+    assert {"report.md", "plot.png", "trials.jsonl", "trend.txt", "trend.xml", "trend.html", "baseline.jsonl"} <= {
+        p.name for p in host.artifacts.iterdir()}
 
     unknown = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, {**group_vars, "labctl_baseline_run": "ci4-nope"},
                            data_dir=data_dir)
