@@ -22,7 +22,6 @@ from labctl.results.store import Store
 from tests.conftest import ROOT
 from tests.integration.conftest import LIBVIRT_URI, dpdk_processes_of, needs_dpdk, needs_libvirtd
 from tests.integration.test_guest_trials import guest_profile
-from tests.integration.test_image_guest import direct_boot, guest_image, image_profile  # noqa: F401 - a fixture
 
 pytestmark = [needs_dpdk, needs_libvirtd]
 
@@ -66,27 +65,7 @@ def test_appliance_ring_sweep_boots_once_then_swaps_every_trial(clean_lab, no_le
     assert any(note.startswith("guest boots: 1") and "NIC swaps: 5" in note for note in api.report(db, result.run_id).notes)
 
 
-def test_image_guest_queue_sweep_swaps_and_reads_the_queues_through_the_agent(
-        clean_lab, no_leftovers, write_profile, tmp_path, guest_image):  # noqa: F811 - the fixture
-    """queues 1/2 on the user's image (2 vCPUs): one boot, then swaps; the host side restarts with each queue
-    count; the queue pairs the guest's driver enabled (ethtool -l through the agent) are the ones asked for."""
-    info, _sha = guest_image
-    path = image_profile(write_profile, "it-swapq", info.path, "testpmd", boot=direct_boot(info),
-                         sweep="  guest.nics.*.queues: [1, 2]")
-    data = path.read_text().replace("sweep:", "repeat: 2\nsweep:")
-    path.write_text(data)
-    db = tmp_path / "q.db"
-    result = api.sweep(api.load(path), db)
-    assert (result.ok, result.failed) == (4, 0)
-    records, run_info = run_of(db, result.run_id)
-    assert [r.config["guest.nics.0.queues"] for r in records] == [1, 2, 1, 2]
-    assert [r.details["reached"]["how"] for r in records] == ["boot", "hotplug", "hotplug", "hotplug"]
-    for record in records:
-        asked = record.config["guest.nics.0.queues"]
-        assert negotiated(record, "queues") == {asked} and negotiated(record, "max_queues") == {asked}
-        assert record.metrics.mpps > 0 and record.details["guest_counters"] == "host-side"
-        assert f"--rxq={asked}" in record.details["forwarder"]["argv"]
-    assert (run_info["boots"], run_info["swaps"]) == (1, 3)
+# the image guest's swaps (rings by queues, read through the agent): test_image_guest.py's sweep
 
 
 def test_a_swap_the_guest_never_sees_boots_instead_and_says_so(clean_lab, no_leftovers, write_profile, tmp_path,

@@ -117,27 +117,35 @@ def test_run_with_a_command_template(clean_lab, no_leftovers, write_profile, gue
     assert sha256_of(str(info.path)) == sha  # the user's image was never written
 
 
-def test_ring_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profile, tmp_path, guest_image):
-    """A two-value sweep of guest.nics.*.rx_queue_size with the image's dpdk-testpmd: one boot, the second value
-    reached by swapping the running guest's NICs (issue 40), the rings the guest's driver negotiated (ethtool -g
-    in the guest, before binding) as asked."""
+def test_ring_and_queue_sweep_with_the_images_testpmd(clean_lab, no_leftovers, write_profile, tmp_path, guest_image):
+    """guest.nics.*.rx_queue_size 256/512 by queues 1/2 with the image's dpdk-testpmd (2 vCPUs): one boot, every
+    later configuration reached by swapping the running guest's NICs (issue 40); the host side restarts with each
+    queue count; the rings the guest's driver negotiated (ethtool -g in the guest, before binding) and the queue
+    pairs it enabled (ethtool -l through the agent) are the ones asked for."""
+    from itertools import product
+
     info, sha = guest_image
     path = image_profile(write_profile, "it-img", info.path, "testpmd", boot=direct_boot(info),
-                         sweep="  guest.nics.*.rx_queue_size: [256, 512]")
+                         sweep="  guest.nics.*.rx_queue_size: [256, 512]\n  guest.nics.*.queues: [1, 2]")
     db = tmp_path / "img.db"
     owner = owner_of(info.path)
     result = api.sweep(api.load(path), db)
-    assert (result.ok, result.failed) == (2, 0)
+    assert (result.ok, result.failed) == (4, 0)
     with Store(db) as store:
         records = store.trials(result.run_id)
-        boots = store.run(result.run_id)["info"]["boots"]
-    assert [r.config["guest.nics.0.rx_queue_size"] for r in records] == [256, 512] and boots == 1
-    assert [r.details["reached"]["how"] for r in records] == ["boot", "hotplug"]
-    for record in records:
+        run_info = store.run(result.run_id)["info"]
+    asked = [(r.config["guest.nics.0.rx_queue_size"], r.config["guest.nics.0.queues"]) for r in records]
+    assert sorted(asked) == sorted(product([256, 512], [1, 2]))
+    assert [r.details["reached"]["how"] for r in records] == ["boot", "hotplug", "hotplug", "hotplug"]
+    assert (run_info["boots"], run_info["swaps"]) == (1, 3)
+    for record, (rx, queues) in zip(records, asked):
         check_image_record(record, info)
         assert record.details["forwarder"]["argv"][0] == "dpdk-testpmd"
-        asked = record.config["guest.nics.0.rx_queue_size"]
-        assert {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]} == {asked}
+        assert f"--rxq={queues}" in record.details["forwarder"]["argv"]
+        assert {nic["negotiated"]["rx_ring"] for nic in record.details["nics"]} == {rx}
+        assert {nic["negotiated"]["queues"] for nic in record.details["nics"]} == {queues}
+        assert {nic["negotiated"]["max_queues"] for nic in record.details["nics"]} == {queues}
+        assert record.details["guest_counters"] == "host-side"
     assert sha256_of(str(info.path)) == sha
     assert owner_of(info.path) == owner  # never relabelled: libvirt chowns a backing file it finds itself
 
