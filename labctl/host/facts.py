@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from labctl import platform
+from labctl.host import packages as host_packages
 from labctl.host.cpuset import online_cpus, parse_cpuset
 
 SYS = Path("/sys")
@@ -54,10 +55,12 @@ class HostFacts:
     kernel: str
     versions: dict[str, str | None]
     backends: dict[str, str] = field(default_factory=dict)
+    packages: host_packages.Packages | None = None  # labctl's Debian packages: which are missing
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["accel"] = self.kvm.accel
+        data["packages"] = self.packages.to_dict() if self.packages is not None else None
         return data
 
 
@@ -182,4 +185,5 @@ def gather() -> HostFacts:
         kernel=os_platform.release(),
         versions=versions,
         backends=lab_backends(versions),
+        packages=host_packages.check(),
     )
