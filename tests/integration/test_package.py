@@ -40,11 +40,9 @@ def installed():
     base = Path(tempfile.mkdtemp(prefix="labctl-package-"))
     try:
         dist = base / "dist"
-        # an out-of-tree build of a copy: python -m build writes nothing into the checkout
-        tree = base / "tree"
-        shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", "build", "out", "*.egg-info", "__pycache__",
-                                                                  ".pytest_cache", "labctl.db*", "site"))
-        _run([sys.executable, "-m", "build", "--outdir", dist, tree], cwd=base)
+        # as a user builds a release from a checkout: the sdist (which records the commit), then the wheel from
+        # the sdist in an isolated environment; the checkout gets only setuptools' ignored egg-info
+        _run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=base)
         (wheel,) = dist.glob("labctl-*.whl")
         venv = base / "venv"
         _run([sys.executable, "-m", "venv", venv], cwd=base)
