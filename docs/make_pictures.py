@@ -3,7 +3,7 @@
     .venv/bin/python docs/make_pictures.py --db out/demo.db [--run 1] [--ndr-run 2]
 
 * ``report-page.png``: the run's HTML page (``labctl report --html``) in headless Chromium, 1280 wide;
-* ``ndr-page.png``: the NDR run's page, scrolled to its loss-against-load plot;
+* ``ndr-page.png``: the NDR run's page down to its loss-against-load plot (a log axis around the bounds);
 * ``rings-loss.png``: ``labctl plot`` of the run's loss against the ring size;
 * ``tui-results.svg``, ``tui-advice.svg``: the TUI's Results and Advice screens on that store (Textual's own
   SVG screenshot, 120x40).
@@ -32,11 +32,12 @@ CHROMIUM = ("chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-fir
             "--disable-background-networking", "--hide-scrollbars")
 
 
-def screenshot(page: Path, png: Path, height: int, anchor: str = "") -> None:
-    """The page in headless Chromium at 1280 x ``height``; ``anchor`` scrolls to an element id."""
+def screenshot(page: Path, png: Path, height: int) -> None:
+    """The page's top in headless Chromium at 1280 x ``height`` (a fragment does not scroll a headless
+    screenshot: it draws the page's top blank)."""
     if shutil.which("chromium") is None:
         raise SystemExit("make_pictures: chromium is not installed (apt-get install chromium)")
-    url = page.resolve().as_uri() + (f"#{anchor}" if anchor else "")
+    url = page.resolve().as_uri()
     subprocess.run([*CHROMIUM, f"--screenshot={png}", f"--window-size=1280,{height}", url], check=True,
                    capture_output=True, timeout=120)
     print(f"wrote {png}")
@@ -67,7 +68,7 @@ def main() -> None:
         screenshot(page, OUT / "report-page.png", 2000)
         if args.ndr_run is not None:
             ndr = api.report_html(Path(tmp) / "ndr.html", args.db, args.ndr_run)
-            screenshot(ndr, OUT / "ndr-page.png", 1500, anchor="plots")
+            screenshot(ndr, OUT / "ndr-page.png", 2400)
     print(f"wrote {api.plot('guest.nics.*.rx_queue_size', OUT / 'rings-loss.png', args.db, args.run, 'loss_ratio')}")
     asyncio.run(tui_screens(args.db, args.run))
 

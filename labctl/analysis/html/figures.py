@@ -149,9 +149,12 @@ def ndr_loss(doc: dict[str, Any]) -> str | None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
         title = "loss against load; dashed: NDR, dotted: PDR, grey: the PDR's loss limit"
         view = load_view(searches)
+        # minor ticks named too: every one within a view narrower than a decade, else 2 and 5 of each decade
+        narrow = view is not None and view[1] / view[0] < 10
+        ax.xaxis.set_minor_formatter(FuncFormatter(
+            lambda v, _pos: f"{v:g}" if narrow or f"{v:.0e}"[0] in "25" else ""))
         if view is not None:
             ax.set_xlim(*view)
             beyond = sum(not view[0] <= p["offered_mpps"] <= view[1] for s in searches for p in s["measurements"]
