@@ -57,3 +57,16 @@ def test_the_doctor_says_it(monkeypatch):
     assert lines["install"] == "apt-get install --no-install-recommends b c"
     assert facts.to_dict()["packages"] == {"listed": 3, "missing": ["b", "c"], "known": True,
                                            "command": "apt-get install --no-install-recommends b c"}
+
+
+def test_an_installed_package_is_not_told_to_run_make(monkeypatch):
+    from labctl import shipped
+    from labctl.host import facts
+
+    monkeypatch.setattr(facts.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shipped, "is_checkout", lambda: True)
+    assert "(make setup)" in facts.lab_backends({})["embedded"]
+    monkeypatch.setattr(shipped, "is_checkout", lambda: False)
+    said = facts.lab_backends({})
+    assert "make" not in said["embedded"] + said["libvirt"]
+    assert said["embedded"] == "unavailable: dpdk-testpmd is not installed (the install line below)"
