@@ -182,7 +182,7 @@ def test_lab_host_twice_second_run_changes_nothing(local_host):
     wheels = list((base / "home").glob("labctl-*.whl"))
     assert len(wheels) == 1 and not (base / "home" / "src").exists()
     python = base / "home" / "venv" / "bin" / "python"
-    found = run([str(python), "-c", "from labctl import native; print(native.labgen_path())"]).stdout.strip()
+    found = run([str(python), "-I", "-c", "from labctl import native; print(native.labgen_path())"]).stdout.strip()
     assert found.startswith(str(base / "home" / "venv" / "lib")) and found.endswith("/labctl/_shipped/bin/labgen")
     commit = run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--tags"]).stdout.strip()
     assert run([str(labctl), "--version"]).stdout.strip() == f"labctl 0.1.0 (commit {commit}, package)"
