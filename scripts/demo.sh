@@ -16,7 +16,7 @@ rm -f "$DB" "$DB-wal" "$DB-shm"
 RATE=${DEMO_RATE:-0.6Mpps}
 # a change of a quarter of a percentage point of loss counts (the PDR's limit is 0.5%)
 THRESHOLD=${DEMO_THRESHOLD:-0.25}
-BUDGET=${DEMO_BUDGET:-150s}
+BUDGET=${DEMO_BUDGET:-170s}
 
 echo "== labctl doctor"
 $LABCTL doctor
