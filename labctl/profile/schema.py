@@ -165,7 +165,8 @@ class Vswitch(Model):
 
 class Build(Model):
     """One build of the lab's programs (``builds:``): a path per role it replaces, and the environment of
-    those processes. A role it leaves out runs the host's binary (found on PATH, or libvirt's emulator)."""
+    those processes. A role it leaves out runs the host's binary (found on PATH, or libvirt's emulator).
+    Or a git revision built by a recipe (``recipe`` + ``rev``): its output replaces the recipe's role."""
 
     qemu: str | None = None
     """Path of the emulator libvirt starts (the domain's `<emulator>`); None: libvirt's default."""
@@ -175,6 +176,29 @@ class Build(Model):
     """Path of the guest's testpmd: the embedded lab's process, or the binary the appliance carries; None: the host's."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment of this build's processes (LD_LIBRARY_PATH of a build tree, a DPDK plugin directory)."""
+    recipe: str | None = None
+    """A key of `recipes`: this build is that recipe's output at `rev`."""
+    rev: str | None = None
+    """A git revision of the recipe's repository (commit, tag, branch)."""
+
+
+class Recipe(Model):
+    """How a binary is built from a git revision (``recipes:``; labctl.lab.recipes): ``argv`` runs in a
+    clean checkout of the revision (its working directory), never through a shell; ``output`` (a path
+    in that checkout) is the binary that replaces ``role``."""
+
+    repo: str
+    """The git repository (a directory with .git, or a bare one), an absolute path."""
+    argv: list[str]
+    """The build command: a program (absolute, ./relative to the checkout, or on PATH) and its arguments."""
+    output: str
+    """The built binary, relative to the checkout (build/app/dpdk-testpmd)."""
+    role: Literal["forwarder", "vswitch", "qemu"]
+    """The binary the output replaces."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """The build's own variables (CFLAGS, ...): part of its cache key."""
+    timeout_s: float = 3600.0
+    """One build's longest run, in seconds."""
 
 
 #: The roles a build may give a binary for.
@@ -198,6 +222,8 @@ class Profile(Model):
     """What runs through the lab (the forwarder and its traffic, or TCP sessions) and each trial's timing."""
     builds: dict[str, Build] = Field(default_factory=dict)
     """Named builds of the lab's programs (name -> build); the knob `build` picks one, so a sweep can compare a patch with its base."""
+    recipes: dict[str, Recipe] = Field(default_factory=dict)
+    """Named recipes (name -> how builds from git revisions are made)."""
     build: str | None = None
     """A key of `builds`; None: the host's binaries."""
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict)
