@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 LABCTL := $(VENV)/bin/labctl
 
-.PHONY: setup services labgen demo test test-unit test-integration bench clean
+.PHONY: setup services labgen demo docs test test-unit test-integration bench clean
 
 setup:
 	@scripts/setup-host.sh
@@ -18,6 +18,14 @@ labgen:
 
 demo: setup
 	@scripts/demo.sh
+
+# the docs site into build/docs/site (warnings are errors; the reference pages are made from the code by
+# docs/hooks/reference.py) and the man page labctl(1) into build/docs/labctl.1
+docs: setup
+	@test -x $(VENV)/bin/mkdocs || $(VENV)/bin/pip install -q --disable-pip-version-check -e '.[dev,docs]'
+	$(PY) docs/hooks/reference.py --man build/docs/labctl.1
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	@echo "docs: build/docs/site/index.html, build/docs/labctl.1"
 
 # the unit and TUI tests in parallel on every CPU (pytest-xdist), then, one at a time, every test that
 # needs the host to itself (marked serial: everything outside tests/unit and tests/tui, and the few

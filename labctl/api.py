@@ -44,6 +44,8 @@ from labctl.analysis.face import (
 )
 from labctl.analysis.grouping import knob_value
 from labctl.analysis.html.page import render_run, write as write_page
+from labctl.buildinfo import version_line
+from labctl.shipped import tree_path as shipped_path
 from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice, undo_domain,
                                      verify_domain)
 from labctl.errors import Interrupted, LabError, ProfileError, Problem, UserError
@@ -65,6 +67,7 @@ from labctl.signals import CancelScope
 __all__ = [
     # base: events, cancel scopes, the errors faces catch, the host's report
     "Event", "OnEvent", "CancelScope", "LabError", "Interrupted", "UserError", "Doctor", "describe_host",
+    "version_line", "shipped_path",
     # profiles and labs
     "DEFAULT_DB", "load", "load_profile", "load_for_hosts", "parse_overrides", "Validation", "validate", "render",
     "up", "DownResult", "down", "status", "build_image", "build_guest_image",

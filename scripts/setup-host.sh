@@ -37,8 +37,8 @@ fi
 stamp=.venv/.labctl-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-  echo "setup: pip install -e '.[dev]'"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+  echo "setup: pip install -e '.[dev,docs]'"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,docs]'
   echo "$want" > "$stamp"
 fi
 

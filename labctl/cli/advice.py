@@ -27,7 +27,7 @@ def advise(db: Path = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result s
                                                      "measured)"),
            emit: Optional[str] = typer.Option(None, "--emit",
                                               help="the advice as libvirt | nova | kubevirt | ansible"),
-           as_json: bool = typer.Option(False, "--json")) -> None:
+           as_json: bool = typer.Option(False, "--json", help="print the advice (or the pinning plan) as JSON")) -> None:
     """Recommend settings from measured trials, with evidence; or plan pinning before measuring."""
     if plan is not None:
         result = api.plan(plan)

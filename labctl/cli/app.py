@@ -11,7 +11,7 @@ import os
 import sys
 import typer
 
-from labctl import __version__
+from labctl import __version__, api
 from labctl.cli import advice, bisect, compare, domains, host, lab, measure, results, trend, tui
 from labctl.cli.fleet import fleet_app
 from labctl.errors import Interrupted, LabError
@@ -21,13 +21,13 @@ app = typer.Typer(no_args_is_help=True, help="QEMU/KVM lab automation and virtio
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"labctl {__version__}")
+        typer.echo(api.version_line(__version__))
         raise typer.Exit()
 
 
 @app.callback()
 def main_options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                              help="print the version and exit")) -> None:
+                                              help="print the version and the commit it was built from, and exit")) -> None:
     """QEMU/KVM lab automation and virtio-net tuning advisor."""
 
 

@@ -10,7 +10,7 @@ from labctl import api
 from labctl.cli.output import print_json
 
 
-def doctor(as_json: bool = typer.Option(False, "--json"),
+def doctor(as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
            steadiness: Optional[float] = typer.Option(None, "--steadiness", metavar="SECONDS",
                                                       help="also probe how steady the host's speed is for SECONDS "
                                                            "(1-600): shared or oversubscribed hosts give two-band "

@@ -12,6 +12,7 @@ from labctl.cli.output import phase_printer, print_json, say
 
 URI = typer.Option(None, help="libvirt URI (default: the profile's)")
 SET = typer.Option(None, "--set", help="KNOB=VALUE, repeatable")
+PROFILE = typer.Argument(..., help="lab profile (YAML)")
 
 
 def validate(files: List[Path] = typer.Argument(..., help="lab profiles (YAML)")) -> None:
@@ -28,13 +29,13 @@ def validate(files: List[Path] = typer.Argument(..., help="lab profiles (YAML)")
         raise typer.Exit(2)
 
 
-def render(file: Path, uri: Optional[str] = URI, set_: Optional[List[str]] = SET,
+def render(file: Path = PROFILE, uri: Optional[str] = URI, set_: Optional[List[str]] = SET,
            guest: str = typer.Option("a", "--guest", help="a | b (guest B of a vm2vm profile)")) -> None:
     """Print the libvirt domain XML for a profile."""
     typer.echo(api.render(api.load(file, api.parse_overrides(set_)), uri, guest), nl=False)
 
 
-def up(file: Path, uri: Optional[str] = URI,
+def up(file: Path = PROFILE, uri: Optional[str] = URI,
        mode: str = typer.Option("verify", help="verify: report the NICs and power off; workload: run testpmd"),
        timeout: float = typer.Option(300.0, help="seconds to wait for the guest's report"),
        as_json: bool = typer.Option(False, "--json", help="print one JSON document")) -> None:
@@ -73,7 +74,7 @@ def down(target: str = typer.Argument(..., help="profile file or lab name"),
 
 
 def status(uri: Optional[str] = typer.Option(None, help="also list labctl domains on this URI"),
-           as_json: bool = typer.Option(False, "--json")) -> None:
+           as_json: bool = typer.Option(False, "--json", help="print the labs as JSON")) -> None:
     """List the labs labctl has up."""
     labs = api.status(uri)
     if as_json:
@@ -90,7 +91,7 @@ image_app = typer.Typer(help="The workload appliance (kernel + initramfs) the li
 
 @image_app.command("build")
 def image_build(force: bool = typer.Option(False, "--force", help="rebuild even when cached"),
-                as_json: bool = typer.Option(False, "--json")) -> None:
+                as_json: bool = typer.Option(False, "--json", help="print what was built (or found cached) as JSON")) -> None:
     """Build the appliance from Debian packages, cached by content hash."""
     built = api.build_image(force, None if as_json else phase_printer)
     info = {"key": built.key, "kernel": str(built.kernel), "initrd": str(built.initrd),
@@ -105,7 +106,7 @@ def image_build(force: bool = typer.Option(False, "--force", help="rebuild even 
 @image_app.command("guest")
 def image_guest(out: Path = typer.Option(..., "--out", help="where to write the qcow2 (a copy of the cached image)"),
                 force: bool = typer.Option(False, "--force", help="rebuild, and replace an existing --out"),
-                as_json: bool = typer.Option(False, "--json")) -> None:
+                as_json: bool = typer.Option(False, "--json", help="print the image's facts as JSON")) -> None:
     """Build a small Debian 12 guest disk image (its own boot loader and kernel, qemu-guest-agent, DPDK), cached by its inputs, and copy it to --out.
 
     A starting point for guest.image: boot a copy-on-write overlay of it, never the file itself."""

@@ -18,6 +18,7 @@ DB = typer.Option(api.DEFAULT_DB, "--db", help="SQLite result store")
 
 NO_WAIT = typer.Option(False, "--no-wait", help="fail at once (exit 1) when another trial measures on this "
                                                   "trial's CPUs, instead of waiting for it")
+PROFILE = typer.Argument(..., help="lab profile (YAML)")
 RATE = typer.Option(None, "--rate", help="offered load of all ports: 2.5Mpps, 750kpps or 40% (of the measured "
                                          "maximum); sets workload.rate (labgen)")
 SWAP = typer.Option(None, "--swap", help="hotplug | boot: how a running guest reaches a trial whose NICs differ only "
@@ -34,7 +35,7 @@ def _knobs(set_: Optional[List[str]], rate: Optional[str], swap: Optional[str] =
     return knobs
 
 
-def run(file: Path, set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
+def run(file: Path = PROFILE, set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
         as_json: bool = typer.Option(False, "--json", help="print the trial record as JSON"),
         no_wait: bool = NO_WAIT) -> None:
     """Run one trial of a profile: its lab up, warm-up, measurement window, teardown."""
@@ -45,7 +46,7 @@ def run(file: Path, set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
         raise typer.Exit(1)
 
 
-def sweep(file: Path, db: Path = DB,
+def sweep(file: Path = PROFILE, db: Path = DB,
           repeat: Optional[int] = typer.Option(None, help="repeats per configuration (default: the profile's)"),
           resume: bool = typer.Option(False, "--resume", help="finish the newest unfinished run of this profile"),
           set_: Optional[List[str]] = SET, rate: Optional[str] = RATE,
@@ -108,10 +109,10 @@ def sweep(file: Path, db: Path = DB,
 def tune(file: Optional[Path] = typer.Argument(None, help="profile whose sweep matrix is the search space"),
          budget: int = typer.Option(..., "--budget", help="most trials to spend"),
          replay: Optional[Path] = typer.Option(None, "--replay", help="search recorded trials (JSONL) instead"),
-         seed: int = typer.Option(0, "--seed"), db: Path = DB,
+         seed: int = typer.Option(0, "--seed", help="the search's random seed (the same seed and trials give the same proposals)"), db: Path = DB,
          metric: str = typer.Option("mpps", "--metric", help="mpps | ndr | pdr: what the search maximises"),
          swap: Optional[str] = SWAP,
-         as_json: bool = typer.Option(False, "--json"), no_wait: bool = NO_WAIT) -> None:
+         as_json: bool = typer.Option(False, "--json", help="print the search's result as JSON"), no_wait: bool = NO_WAIT) -> None:
     """Adaptive search (TPE) over the sweep space; stops when the budget is spent or the best is clear."""
     api.check_budget(budget)
     api.check_swap(swap)
@@ -149,7 +150,7 @@ def register(app: typer.Typer) -> None:
     app.command()(ndr)
 
 
-def ndr(file: Path, db: Path = DB, set_: Optional[List[str]] = SET,
+def ndr(file: Path = PROFILE, db: Path = DB, set_: Optional[List[str]] = SET,
         search: str = typer.Option("mlrsearch", "--search", help="mlrsearch | binary (RFC 2544, for comparison)"),
         precision: float = typer.Option(api.DEFAULT_PRECISION, "--precision", help="relative width at which a rate is found"),
         final_trial: Optional[float] = typer.Option(None, "--final-trial", metavar="SECONDS",

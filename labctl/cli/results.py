@@ -90,7 +90,7 @@ def plot(by: Optional[str] = typer.Option(None, "--by",
                                           help="knob on the x axis; none (or left out): no grouping, a point per "
                                                "configuration (a run with one varying knob plots against it)"),
          out: Path = typer.Option(..., "--out", help="PNG file to write"),
-         db: Path = DB, run: Optional[int] = typer.Option(None, "--run"),
+         db: Path = DB, run: Optional[int] = typer.Option(None, "--run", help="run id (default: newest)"),
          metric: Optional[str] = typer.Option(None, "--metric",
                                               help="default: what the run measured (ndr, pdr: ndr_mpps, pdr_mpps)"),
          host: Optional[str] = HOST) -> None:
@@ -100,7 +100,7 @@ def plot(by: Optional[str] = typer.Option(None, "--by",
     typer.echo(f"wrote {api.plot(by, out, db, run, metric, host)}")
 
 
-def import_trials(file: Path, db: Path = DB,
+def import_trials(file: Path = typer.Argument(..., help="trials as JSON lines (what labctl export writes)"), db: Path = DB,
                   name: Optional[str] = typer.Option(None, "--name", help="name for the imported run")) -> None:
     """Load trials from JSON lines (other hosts, other labs) into the store, all or nothing."""
     run_id, count = api.import_trials(file, db, name)

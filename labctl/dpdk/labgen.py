@@ -48,15 +48,13 @@ more than 10% of its time is invalid ("generator paused too long": LG_PAUSED_MAX
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from labctl import signals
+from labctl import native, signals
 from labctl.dpdk.telemetry import Telemetry, socket_path
 from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument, mbuf_budget
 from labctl.dpdk.runtime import Ledger, start_recorded
@@ -67,49 +65,11 @@ from labctl.safefs import make_dir, open_new
 if TYPE_CHECKING:
     from labctl.dpdk.testpmd import Testpmd
 
-#: Overrides where the labgen binary is (its directory also holds ``labgen-selftest``).
-BINARY_ENV = "LABCTL_LABGEN"
-ROOT = Path(__file__).resolve().parents[2]
-#: scripts/build-labgen.sh builds native/labgen here.
-BUILD_DIR = ROOT / "build" / "labgen"
-
 #: Limits of native/labgen/src/labgen.h.
 MIN_FRAME, MAX_FRAME = 64, 1518
 MAX_BURST, MAX_FLOWS, MAX_QUEUES = 512, 1024, 16
 DEFAULT_TOLERANCE = 64
 POLL_S = 0.02
-
-
-#: Where a lab host's install puts it (playbooks/roles/labctl: build-labgen.sh with LABGEN_BUILD_DIR there),
-#: for a labctl installed into a venv rather than run from its checkout.
-VENV_DIR = Path(sys.prefix) / "lib" / "labgen"
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def labgen_binary() -> Path:
-    """The labgen executable: ``$LABCTL_LABGEN``, else the checkout's build/labgen/labgen, else the venv's
-    lib/labgen/labgen."""
-    if os.environ.get(BINARY_ENV):
-        path = Path(os.environ[BINARY_ENV])
-        if not _executable(path):
-            raise WorkloadError(f"{BINARY_ENV}={path}: not an executable labgen")
-        return path
-    for directory in (BUILD_DIR, VENV_DIR):
-        if _executable(directory / "labgen"):
-            return directory / "labgen"
-    raise WorkloadError(f"labgen is not built (looked in {BUILD_DIR} and {VENV_DIR}): run scripts/build-labgen.sh "
-                        f"(or set {BINARY_ENV})")
-
-
-def selftest_binary() -> Path:
-    """labgen-selftest, built next to labgen: labgen's counting code on known inputs."""
-    path = labgen_binary().parent / "labgen-selftest"
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise WorkloadError(f"labgen-selftest is not built at {path}: run scripts/build-labgen.sh")
-    return path
 
 
 @dataclass
@@ -361,7 +321,7 @@ class Labgen:
 
     @property
     def argv(self) -> list[str]:
-        return [str(labgen_binary()), *eal_argv(self.eal), "--", *self.app.argv()]
+        return [str(native.labgen_path()), *eal_argv(self.eal), "--", *self.app.argv()]
 
     def start(self) -> int:
         argv = self.argv

@@ -9,8 +9,8 @@ Each call is one ansible-runner job in its own private data directory, ``DATA_DI
     hosts/HOST/                what the playbook brought back: trials.jsonl, labctl.log
     ansible-local/             ansible-playbook's controller-side temporary files (ANSIBLE_LOCAL_TEMP)
 
-and, shared by the runs of one data directory, ``DATA_DIR/stage/labctl-src.tar``: the tarball of the
-working tree that ``prepare`` gives the hosts.
+and, shared by the runs of one data directory, ``DATA_DIR/stage/``: the tarball of the working tree and the
+wheel ``prepare`` builds from it (once per tree content) and installs on the hosts.
 
 The call's arguments (profile, command, extra arguments, hugepages...) are written as ``all`` group
 variables in an extra inventory source given after the user's, so a host's or a group's own variables in
@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from labctl import faults, signals
+from labctl import api, faults, signals
 from labctl.errors import LabFault, UserError
 from labctl.fleet.events import EventLog, HostEvent, HostStats, host_status
 from labctl.fleet.inventory import STRICT_INVENTORY, ansible_on_path, inventory_hosts, runner_module
@@ -53,9 +53,13 @@ COMMANDS = ("sweep", "ndr", "tune")
 
 
 def playbooks_dir() -> Path:
-    """``$LABCTL_PLAYBOOKS``, else the ``playbooks/`` of the checkout this labctl runs from."""
+    """``$LABCTL_PLAYBOOKS``, else the playbooks an installed package carries, else the checkout's
+    ``playbooks/`` (``api.shipped_path``)."""
     env = os.environ.get("LABCTL_PLAYBOOKS")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "playbooks"
+    try:
+        path = Path(env) if env else api.shipped_path("playbooks")
+    except FileNotFoundError as exc:
+        raise LabFault(f"no fleet playbooks: {exc} (or set LABCTL_PLAYBOOKS to a labctl checkout's playbooks/)") from exc
     if not (path / "sweep.yml").is_file():
         raise LabFault(f"no fleet playbooks at {path} (set LABCTL_PLAYBOOKS to a labctl checkout's playbooks/)")
     return path

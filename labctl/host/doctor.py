@@ -25,7 +25,8 @@ class Doctor:
 
 def describe_host(result: Doctor) -> list[tuple[str, str]]:
     """The doctor report as (label, text) lines: cpu, numa, isolated, hugepages, kvm, kernel, each
-    version, each lab backend (``lab NAME``) and, when probed, the steadiness verdict."""
+    version, each lab backend (``lab NAME``), labctl's Debian packages (``packages``, and ``install``: the one
+    apt command for every missing one) and, when probed, the steadiness verdict."""
     if not isinstance(result, Doctor):
         raise TypeError(f"describe_host: expected a Doctor, got {type(result).__name__}")
     facts = result.facts
@@ -39,6 +40,11 @@ def describe_host(result: Doctor) -> list[tuple[str, str]]:
     ]
     lines += [(name, version or "not installed") for name, version in facts.versions.items()]
     lines += [(f"lab {name}", text) for name, text in facts.backends.items()]
+    packages = getattr(facts, "packages", None)
+    if packages is not None:
+        lines.append(("packages", packages.describe()))
+        if packages.command:
+            lines.append(("install", packages.command))
     if result.steadiness is not None:
         lines.append(("steadiness", result.steadiness.describe()))
     return lines

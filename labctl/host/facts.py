@@ -10,7 +10,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from labctl import platform
+from labctl import platform, shipped
+from labctl.host import packages as host_packages
 from labctl.host.cpuset import online_cpus, parse_cpuset
 
 SYS = Path("/sys")
@@ -54,10 +55,12 @@ class HostFacts:
     kernel: str
     versions: dict[str, str | None]
     backends: dict[str, str] = field(default_factory=dict)
+    packages: host_packages.Packages | None = None  # labctl's Debian packages: which are missing
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["accel"] = self.kvm.accel
+        data["packages"] = self.packages.to_dict() if self.packages is not None else None
         return data
 
 
@@ -150,21 +153,29 @@ def missing_dpdk_plugins() -> list[str]:
     return [name for name in platform.HOST_DPDK_PLUGINS if name not in found]
 
 
+def _fix(checkout: str, installed: str) -> str:
+    """What to run to fix a missing piece: the checkout's make target, or, for an installed package (which
+    has no Makefile), what to do instead."""
+    return checkout if shipped.is_checkout() else installed
+
+
 def lab_backends(versions: dict[str, str | None]) -> dict[str, str]:
+    setup = _fix("make setup", "the install line below")
+    services = _fix("make services", "start virtlogd, then libvirtd")
     backends = {}
     missing = missing_dpdk_plugins()
     if not shutil.which("dpdk-testpmd"):
-        backends["embedded"] = "unavailable: dpdk-testpmd is not installed (make setup)"
+        backends["embedded"] = f"unavailable: dpdk-testpmd is not installed ({setup})"
     elif missing:
-        backends["embedded"] = f"unavailable: DPDK plugins missing: {', '.join(missing)} (make setup)"
+        backends["embedded"] = f"unavailable: DPDK plugins missing: {', '.join(missing)} ({setup})"
     else:
         backends["embedded"] = "ready: dpdk-testpmd with net_vhost and net_virtio_user"
     if versions.get("qemu") and versions.get("libvirt") and libvirtd_running():
         backends["libvirt"] = "ready: libvirtd is running"
     elif versions.get("qemu") and versions.get("libvirt"):
-        backends["libvirt"] = "unavailable: libvirtd is not running (make services)"
+        backends["libvirt"] = f"unavailable: libvirtd is not running ({services})"
     else:
-        backends["libvirt"] = "unavailable: QEMU or libvirt is not installed (make setup)"
+        backends["libvirt"] = f"unavailable: QEMU or libvirt is not installed ({setup})"
     return backends
 
 
@@ -182,4 +193,5 @@ def gather() -> HostFacts:
         kernel=os_platform.release(),
         versions=versions,
         backends=lab_backends(versions),
+        packages=host_packages.check(),
     )

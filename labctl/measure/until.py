@@ -137,7 +137,10 @@ def block_of(record: TrialRecord) -> int | None:
 
 
 def metric_value(record: TrialRecord, metric: str) -> float | None:
-    if record.status != "ok":
+    """A trial's value of ``metric`` for a verdict; None for a failed trial, and for a paced trial the
+    generator could not keep to its schedule (``valid`` False: it measured the generator, not the lab; its
+    unsent frames count as lost), which ``labctl report`` and ``labctl advise`` leave out too."""
+    if record.status != "ok" or record.metrics.valid is False:
         return None
     value = getattr(record.metrics, metric, None)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

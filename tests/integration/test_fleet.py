@@ -162,7 +162,7 @@ def test_lab_host_twice_second_run_changes_nothing(local_host):
     pool = host.facts["labctl_hugepage_pool"]
     assert host.status == "ok", host.reason
     assert host.stats.changed > 0
-    assert {s.state for s in steps if s.task == "pip install the tree"} == {"started", "changed"}
+    assert {s.state for s in steps if s.task == "pip install the wheel"} == {"started", "changed"}
 
     second = prepare(local_host["inventory"], data_dir=base / "fleet")
     (again,) = second.hosts
@@ -177,6 +177,15 @@ def test_lab_host_twice_second_run_changes_nothing(local_host):
     assert "vm.nr_hugepages = 2" in (base / "sysctl.d-60-labctl.conf").read_text()
     labctl = base / "home" / "venv" / "bin" / "labctl"
     built = json.loads(run([str(labctl), "image", "build", "--json"]).stdout)  # installed, appliance cached
+    # installed from the package built on the controller: no tree on the host, labgen inside the package,
+    # the commit recorded at build time
+    wheels = list((base / "home").glob("labctl-*.whl"))
+    assert len(wheels) == 1 and not (base / "home" / "src").exists()
+    python = base / "home" / "venv" / "bin" / "python"
+    found = run([str(python), "-I", "-c", "from labctl import native; print(native.labgen_path())"]).stdout.strip()
+    assert found.startswith(str(base / "home" / "venv" / "lib")) and found.endswith("/labctl/_shipped/bin/labgen")
+    commit = run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--tags"]).stdout.strip()
+    assert run([str(labctl), "--version"]).stdout.strip() == f"labctl 0.1.0 (commit {commit}, package)"
     assert Path(built["kernel"]).exists() and not built["built"]
     # the kernel arguments are a plan, not applied
     plan = again.facts["labctl_kernel_plan"]

@@ -56,9 +56,10 @@ def _figure(plt, width: float = 9.0, height: float = 4.6):
 
 def medians(doc: dict[str, Any]) -> str | None:
     """Median with its 95% interval per value of the report's ``by`` knob, one series per combination
-    of the other knobs; without ``by`` one point per configuration."""
+    of the other knobs; without ``by`` one point per configuration. None for fewer than two
+    configurations: one dot compares nothing (the table holds its figures)."""
     rows, by, knobs, metric = doc["rows"], doc["by"], doc["knobs"], doc["metric"]
-    if not rows:
+    if len(rows) < 2:
         return None
     plt = _plt()
     with plt.rc_context({"text.parse_math": False}):
@@ -101,8 +102,30 @@ def _errorbar(ax, xs: list[float], rows: list[dict[str, Any]], label: str, line:
     ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=4, label=label, linestyle="-" if line else "none")
 
 
+#: The view of the loss plot: this factor below the lowest NDR and above the highest PDR found.
+VIEW_MARGIN = 4.0
+
+
+def load_view(searches: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """The offered-load range the loss plot shows: around the searches' bounds (lowest NDR / VIEW_MARGIN to
+    highest PDR x VIEW_MARGIN), clipped to what was measured; None when no search found a bound.
+
+    A search starts at the generator's maximum (20 Mpps and more here) and walks down to an NDR that may be
+    forty times lower: on a linear axis up to the maximum its trials near the bounds crowd into the left
+    edge. The axis is logarithmic and the view is where the search decided."""
+    bounds = [s[name] for s in searches for name in ("ndr_mpps", "pdr_mpps") if s.get(name)]
+    loads = [p["offered_mpps"] for s in searches for p in s["measurements"] if p.get("offered_mpps")]
+    if not bounds or not loads:
+        return None
+    low = max(min(bounds) / VIEW_MARGIN, min(loads) * 0.9)
+    high = min(max(bounds) * VIEW_MARGIN, max(loads) * 1.1)
+    return (low, high) if high > low else None
+
+
 def ndr_loss(doc: dict[str, Any]) -> str | None:
-    """Each search's measurements: loss ratio against offered load, the NDR and PDR as vertical lines."""
+    """Each search's measurements: loss ratio against offered load (a log axis, viewed around the bounds:
+    :func:`load_view`; how many trials lie beyond the view is said in the title), the NDR and PDR as
+    vertical lines."""
     searches = [s for s in doc.get("searches", []) if s["measurements"]][:MAX_SEARCHES]
     if not searches:
         return None
@@ -124,9 +147,23 @@ def ndr_loss(doc: dict[str, Any]) -> str | None:
         ax.set_yscale("symlog", linthresh=0.01)
         ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.set_xlabel("offered load (Mpps)")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        title = "loss against load; dashed: NDR, dotted: PDR, grey: the PDR's loss limit"
+        view = load_view(searches)
+        # minor ticks named too: every one within a view narrower than a decade, else 2 and 5 of each decade
+        narrow = view is not None and view[1] / view[0] < 10
+        ax.xaxis.set_minor_formatter(FuncFormatter(
+            lambda v, _pos: f"{v:g}" if narrow or f"{v:.0e}"[0] in "25" else ""))
+        if view is not None:
+            ax.set_xlim(*view)
+            beyond = sum(not view[0] <= p["offered_mpps"] <= view[1] for s in searches for p in s["measurements"]
+                         if p["loss_ratio"] is not None)
+            if beyond:
+                title += f"\n{beyond} trial{'s' if beyond != 1 else ''} beyond this view (log axis, around the bounds)"
+        ax.set_xlabel("offered load (Mpps, log scale)")
         ax.set_ylabel("loss (%)")
-        ax.set_title("loss against load; dashed: NDR, dotted: PDR, grey: the PDR's loss limit", fontsize=10)
+        ax.set_title(title, fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()

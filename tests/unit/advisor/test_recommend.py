@@ -197,6 +197,18 @@ def test_when_no_value_meets_the_loss_limit_rate_decides_and_a_warning_says_so()
     advice = advise(datasets.synthesize({RX: [256, 1024]}, model, repeats=5))
     assert [(r.value, r.metric) for r in advice.recommendations] == [(1024, "mpps")]
     assert any("met the 0.1% loss limit" in w and "ranked by rate alone" in w for w in advice.warnings)
+    assert any("unpaced" in w for w in advice.warnings)  # synthesized trials carry no generator validity
+
+
+def test_when_paced_trials_all_lose_more_than_the_limit_the_warning_does_not_call_them_unpaced():
+    def model(c):
+        return datasets.BASE_MPPS * (1.08 if c["guest.nics.0.rx_queue_size"] == 1024 else 1.0), 0.2, 0.9
+
+    records = datasets.synthesize({RX: [256, 1024]}, model, repeats=5)
+    for r in records:
+        r.metrics.valid = True  # labgen kept to its schedule in each
+    (warning,) = [w for w in advise(records).warnings if "met the 0.1% loss limit" in w]
+    assert "the paced load was above what every value forwards" in warning and "unpaced" not in warning
 
 
 def test_json_shape_is_exact_and_serialisable():

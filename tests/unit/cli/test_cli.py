@@ -131,10 +131,11 @@ def test_out_paths_checked_before_work(cli, tmp_path):
 
 
 def test_version_and_shell_completion(cli):
-    from labctl import __version__
+    from labctl import __version__, api
 
     code, out, _ = cli("--version")
-    assert code == 0 and out.strip() == f"labctl {__version__}"
+    assert code == 0 and out.strip() == api.version_line(__version__)  # the version and the commit it was built from
+    assert out.startswith(f"labctl {__version__} (commit ")
     code, out, _ = cli("--help")
     assert code == 0 and "--install-completion" in out and "--show-completion" in out
 

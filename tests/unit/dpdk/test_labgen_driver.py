@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labctl import signals
+from labctl import native, signals
 from labctl.dpdk import labgen as lg
 from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, eal_argv, ring_labgen, vhost_client_labgen
 from labctl.errors import Cancelled, WorkloadError
@@ -65,7 +65,7 @@ def _vdevs(argv: list[str]) -> list[str]:
 
 
 def test_vhost_client_command_line(tmp_path, monkeypatch):
-    monkeypatch.setenv(lg.BINARY_ENV, sys.executable)  # any executable stands in for the binary
+    monkeypatch.setenv(native.BINARY_ENV, sys.executable)  # any executable stands in for the binary
     gen = vhost_client_labgen(SOCKETS, 2, "labctl-x-gen", [frozenset({0})], None, tmp_path / "gen.log")
     argv = gen.argv
     assert argv[0] == sys.executable
@@ -85,26 +85,18 @@ def test_ring_labgen_and_two_workers(tmp_path):
     assert not gen.app.wait_ports and gen.app.queues == 4
 
 
-def test_binary_location(monkeypatch, tmp_path):
-    monkeypatch.delenv(lg.BINARY_ENV, raising=False)
-    assert lg.BUILD_DIR == lg.ROOT / "build" / "labgen"
-    monkeypatch.setenv(lg.BINARY_ENV, str(tmp_path / "nope"))
-    with pytest.raises(WorkloadError, match="LABCTL_LABGEN=.*nope: not an executable labgen"):
-        lg.labgen_binary()
-
-
-def test_binary_of_a_venv_install(monkeypatch, tmp_path):
-    """A labctl installed into a venv (a fleet host) has no checkout beside it: the venv's copy is found."""
-    monkeypatch.delenv(lg.BINARY_ENV, raising=False)
-    monkeypatch.setattr(lg, "BUILD_DIR", tmp_path / "checkout")
-    monkeypatch.setattr(lg, "VENV_DIR", tmp_path / "venv")
-    with pytest.raises(WorkloadError, match="labgen is not built .*run scripts/build-labgen.sh"):
-        lg.labgen_binary()
-    (tmp_path / "venv").mkdir()
-    binary = tmp_path / "venv" / "labgen"
+def test_labgen_runs_the_binary_native_finds(monkeypatch, tmp_path):
+    """The lookup ($LABCTL_LABGEN, the package, the checkout; its errors) is labctl/native.py's
+    (tests/unit/packaging/test_native.py); the driver starts what it finds, an installed package's copy too."""
+    binary = tmp_path / "labgen"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
-    assert lg.labgen_binary() == binary
+    gen = ring_labgen(2, 4, "p", [frozenset({0}), frozenset({1})], tmp_path / "g.log")
+    monkeypatch.setenv(native.BINARY_ENV, str(binary))
+    assert gen.argv[0] == str(binary)
+    monkeypatch.setenv(native.BINARY_ENV, str(tmp_path / "nope"))
+    with pytest.raises(WorkloadError, match="LABCTL_LABGEN=.*nope: not an executable labgen"):
+        gen.argv
 
 
 def test_result_from_recorded_stats():

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import pytest
 
-from labctl.dpdk.labgen import selftest_binary
+from labctl.native import selftest_path
 from tests.labgen_support import ensure_labgen
 
 WINDOW = 1024
@@ -27,7 +27,7 @@ def built():
 
 def selftest(command: str, values: list[int]):
     """Run labgen-selftest COMMAND with the values on stdin; its JSON output."""
-    proc = subprocess.run([str(selftest_binary()), command, "-"], input=" ".join(map(str, values)),
+    proc = subprocess.run([str(selftest_path()), command, "-"], input=" ".join(map(str, values)),
                           capture_output=True, text=True, check=True, timeout=30)
     return json.loads(proc.stdout)
 
