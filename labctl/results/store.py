@@ -421,6 +421,39 @@ class Store:
             faults.point("store.commit")
         return trial_id
 
+    def replace_trial(self, trial_id: int, record: TrialRecord) -> None:
+        """Rewrite stored trial ``trial_id`` of ``record.run_id`` with ``record`` (its metrics, details, status,
+        warnings, environment, config) in one transaction: a trial stored while it still runs (a soak's
+        minute-by-minute checkpoints) is replaced by what it measured since."""
+        if record.run_id is None:
+            raise ValueError("replace_trial: the record has no run_id")
+        metrics_json = dumps(record.metrics.model_dump(exclude_defaults=True), "the metrics")
+        details_json = dumps(record.details, "the trial details")
+        config_json = dumps(record.config, "the config")
+        env_json = json.dumps(record.env.model_dump(mode="json"))
+        with self.transaction() as conn, self._errors("replace a trial"):
+            row = conn.execute("SELECT run_id FROM trials WHERE id = ?", (trial_id,)).fetchone()
+            if row is None or row[0] != record.run_id:
+                raise ValueError(f"replace_trial: run {record.run_id} has no trial {trial_id}")
+            config_id = self._intern(conn, "configs", "config_key", record.config_key, "config_json", config_json)
+            env_id = self._intern(
+                conn, "environments", "fingerprint", env_fingerprint(record.env), "env_json", env_json
+            )
+            conn.execute(
+                "UPDATE trials SET config_id = ?, env_id = ?, repeat_index = ?, status = ?, error = ?, metrics_json = ?,"
+                " details_json = ?, started_at = ?, finished_at = ? WHERE id = ?",
+                (config_id, env_id, record.repeat_index, record.status, record.error, metrics_json, details_json,
+                 record.started_at, record.finished_at, trial_id),
+            )
+            conn.execute("DELETE FROM warnings WHERE trial_id = ?", (trial_id,))
+            conn.executemany(
+                "INSERT INTO warnings (trial_id, position, text) VALUES (?, ?, ?)",
+                [(trial_id, i, text) for i, text in enumerate(record.warnings)],
+            )
+            conn.execute("DELETE FROM metrics WHERE trial_id = ?", (trial_id,))
+            insert_metrics(conn, trial_id, record.metrics)
+            faults.point("store.commit")
+
     @staticmethod
     def _intern(conn: sqlite3.Connection, table: str, key_col: str, key: str, json_col: str, text: str) -> int:
         conn.execute(f"INSERT OR IGNORE INTO {table} ({key_col}, {json_col}) VALUES (?, ?)", (key, text))

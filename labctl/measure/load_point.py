@@ -1,0 +1,99 @@
+"""The load a reconfiguration or soak trial holds, and how it was chosen (said to the user).
+
+FD.io CSIT holds its reconfiguration tests' load at the NDR lower bound it found before (CSIT methodology,
+"Reconfiguration Tests"). labctl's default is half the NDR lower bound stored for the same configuration:
+at the bound itself a trial loses now and then by itself (the bound is where loss begins), and on a host
+whose speed wanders by a third (this one) half of it leaves room, so what is lost is lost to the change.
+``--at ndr`` holds the bound itself, as CSIT does; ``--rate`` any paced load. Where the store holds no
+NDR for the configuration the user is asked for ``--rate`` (exit 2, before anything starts).
+
+The NDR is the newest stored NDR/PDR search (``details.role == "ndr"``, with ``ndr_lower_mpps``) whose
+configuration equals this one's except for the trial's own settings (:data:`SETTINGS`: the rate and the
+durations, which an NDR search sets itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labctl.errors import UserError
+from labctl.profile.knobs import flatten
+from labctl.profile.load import LoadedProfile
+from labctl.profile.rates import Rate, parse_rate
+
+#: Knobs a stored NDR may differ in and still be this configuration's.
+SETTINGS = ("workload.rate", "workload.duration_s", "workload.warmup_s", "repeat")
+AT = ("ndr",)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """The load to hold: ``rate`` (all ports), ``said`` (how it was chosen, in words), ``source`` (the stored
+    NDR it came from: run and trial ids, the bound; empty for ``--rate``)."""
+
+    rate: Rate
+    said: str
+    source: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": str(self.rate), "said": self.said, **({"from": self.source} if self.source else {})}
+
+
+def _comparable(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in SETTINGS}
+
+
+def stored_ndr(db: str | Path, loaded: LoadedProfile) -> dict[str, Any] | None:
+    """The newest stored NDR search of this configuration: ``{"run_id", "trial_id", "ndr_lower_mpps"}``."""
+    from labctl.results.store import Store
+
+    if not Path(db).exists():
+        return None
+    wanted = _comparable(flatten(loaded.profile.model_dump()))
+    with Store(db) as store:
+        for record in reversed(store.trials(status="ok")):
+            lower = record.metrics.ndr_lower_mpps
+            if record.details.get("role") == "ndr" and lower and _comparable(record.config) == wanted:
+                return {"run_id": record.run_id, "trial_id": record.id, "ndr_lower_mpps": lower}
+    return None
+
+
+def check_load(rate: str | None, at: str | None) -> Rate | None:
+    """``--rate`` / ``--at`` checked before anything else (one of them at most)."""
+    if rate is not None and at is not None:
+        raise UserError(f"--rate {rate} and --at {at}: give one load (allowed: --rate R, --at ndr, or neither: "
+                        "half the stored NDR)")
+    if at is not None and at not in AT:
+        raise UserError(f"--at {at}: not a stored bound (allowed: {', '.join(AT)})")
+    if rate is None:
+        return None
+    try:
+        parsed = parse_rate(rate)
+    except ValueError as exc:
+        raise UserError(f"--rate {exc}") from None
+    if parsed.kind == "max":
+        raise UserError("--rate max: a live change is timed against a paced load (allowed: a rate such as "
+                        "0.5Mpps or 40%)")
+    return parsed
+
+
+def choose_load(loaded: LoadedProfile, db: str | Path, rate: str | None, at: str | None, command: str) -> LoadPoint:
+    """The load ``command`` (reconf, soak) holds: ``--rate``, else the stored NDR lower bound (``--at ndr``)
+    or half of it; none stored: UserError asking for ``--rate``."""
+    given = check_load(rate, at)
+    if given is not None:
+        return LoadPoint(given, f"--rate {given}", {})
+    found = stored_ndr(db, loaded)
+    if found is None:
+        raise UserError(f"{command}: no NDR stored for this configuration of {loaded.profile.name} in {db} "
+                        f"(allowed: --rate R, e.g. --rate 0.2Mpps; or run `labctl ndr {loaded.source} --db {db}` "
+                        "first)")
+    lower = found["ndr_lower_mpps"]
+    share = 1.0 if at == "ndr" else 0.5
+    what = "the NDR lower bound" if at == "ndr" else "half the NDR lower bound"
+    chosen = Rate("pps", lower * 1e6 * share)
+    said = (f"{what} stored for this configuration: {lower * share:.4f} Mpps (NDR lower bound {lower:.4f} Mpps, "
+            f"run {found['run_id']} in {db})")
+    return LoadPoint(chosen, said, found)
