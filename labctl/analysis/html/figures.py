@@ -189,3 +189,119 @@ def _item_label(v: dict[str, Any]) -> str:
     if "candidate_value" in v:
         label = f"{v['candidate_value']}: {label}"
     return label[:60]
+
+
+#: Most reconf or soak trials drawn (a run holds one; the list under the plots names them all).
+MAX_LIVE = 4
+OUTAGE_COLOUR, STALL_COLOUR, CHANGE_COLOUR = "#c0392b", "#7f8c8d", "#2471a3"
+
+
+def _per_s(counts: list[int], bin_s: float) -> list[float]:
+    return [c / bin_s / 1e6 for c in counts]
+
+
+def _latency_axis(ax, xs: list[float], series: dict[str, Any]) -> None:
+    for key, style in (("p50_us", "-"), ("p99_us", "-"), ("max_us", ":")):
+        ys = [v if v else float("nan") for v in series.get(key, [])]
+        if ys:
+            ax.plot(xs[:len(ys)], ys, style, linewidth=0.9, label=key.removesuffix("_us"))
+    ax.set_yscale("log")
+    ax.set_ylabel("latency (us)")
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper right", ncols=3)
+
+
+def reconf_timeline(trial: dict[str, Any]) -> str | None:
+    """A reconf trial around its change: received against offered rate per 10 ms bin and latency per bin,
+    over the whole trial (left) and close around the change (right); the change's start at 0 (its duration
+    shaded blue) and every outage shaded red."""
+    series = trial.get("series") or {}
+    if not series.get("offered"):
+        return None
+    bin_s, t0 = series["bin_s"], series["t0_s"]
+    xs = [t0 + i * bin_s for i in range(len(series["offered"]))]
+    after = [o for o in trial.get("outages", []) if o.get("window") != "before"]
+    zoom_end = max([o["end_s"] for o in after] + [trial.get("change_took_s", 0)]) + 0.25
+    zoom = (-0.25, max(zoom_end, 0.5))
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, axes = plt.subplots(2, 2, figsize=(9.4, 5.8), dpi=100, sharex="col",
+                                 gridspec_kw={"width_ratios": [3, 2]})
+        for col, span in enumerate((None, zoom)):
+            top, bottom = axes[0][col], axes[1][col]
+            top.plot(xs, _per_s(series["offered"], bin_s), color="#95a5a6", linewidth=1.0, label="offered")
+            top.plot(xs, _per_s(series["received"], bin_s), color="#1e8449", linewidth=1.0, label="received")
+            _latency_axis(bottom, xs, series)
+            for ax in (top, bottom):
+                ax.axvspan(0, max(trial.get("change_took_s", 0), bin_s / 4), color=CHANGE_COLOUR, alpha=0.25)
+                ax.axvline(0, color=CHANGE_COLOUR, linewidth=1.0)
+                for o in trial.get("outages", []):
+                    ax.axvspan(o["start_s"], max(o["end_s"], o["start_s"] + bin_s / 4), color=OUTAGE_COLOUR,
+                               alpha=0.35, linewidth=0)
+                if span is not None:
+                    ax.set_xlim(*span)
+            top.set_ylim(bottom=0)
+            top.set_ylabel("Mpps per 10 ms bin" if col == 0 else "")
+            top.grid(True, alpha=0.3)
+            top.set_title("the whole trial" if span is None else "around the change", fontsize=9)
+            bottom.set_xlabel("seconds from the change's start")
+        axes[0][0].legend(fontsize=7, loc="lower left")
+        fig.suptitle(f"trial {trial['trial']}: {trial.get('change', '')} (blue: the change; red: outages)",
+                     fontsize=9)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def soak_timeline(trial: dict[str, Any]) -> str | None:
+    """A soak second by second: received against offered rate and the packets lost in each second, latency
+    percentiles; loss events marked red (dashed where they fell at a host stall), host stalls shaded grey."""
+    points = trial.get("series") or []
+    if not points:
+        return None
+    bin_s = trial.get("bin_s") or 1.0
+    xs = [p["t_s"] for p in points]
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(9.4, 5.8), dpi=100, sharex=True)
+        top.plot(xs, _per_s([p["offered"] for p in points], bin_s), color="#95a5a6", linewidth=1.0, label="offered")
+        top.plot(xs, _per_s([p["received"] for p in points], bin_s), color="#1e8449", linewidth=1.0,
+                 label="received")
+        top.set_ylim(bottom=0)
+        top.set_ylabel("Mpps")
+        lost = top.twinx()
+        lost.bar(xs, [p["lost"] for p in points], width=bin_s, align="edge", color=OUTAGE_COLOUR, alpha=0.6,
+                 label="lost in the second")
+        lost.set_ylabel("packets lost", color=OUTAGE_COLOUR)
+        lost.set_ylim(bottom=0, top=max([p["lost"] for p in points] + [1]) * 1.15)
+        series = {k: [p.get(k) for p in points] for k in ("p50_us", "p99_us", "max_us")}
+        _latency_axis(bottom, xs, series)
+        for h in trial.get("host", []):
+            if h.get("stall"):
+                for ax in (top, bottom):
+                    ax.axvspan(h["t_s"], h["t_s"] + 1.0, color=STALL_COLOUR, alpha=0.3, linewidth=0)
+        for e in trial.get("events", []):
+            for ax in (top, bottom):
+                ax.axvline(e["start_s"], color=OUTAGE_COLOUR, linewidth=0.8,
+                           linestyle="--" if e.get("host_stall") else "-", alpha=0.8)
+        top.grid(True, alpha=0.3)
+        top.legend(fontsize=7, loc="lower left")
+        bottom.set_xlabel("seconds from the soak's start")
+        fig.suptitle(f"trial {trial['trial']}: {len(points)} points (red: loss events, dashed at a host stall; "
+                     "grey: host stalls)", fontsize=9)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def live(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The reconf and soak trials' time plots, with their captions."""
+    out = []
+    for trial in doc.get("live", [])[:MAX_LIVE]:
+        if trial["kind"] == "reconf":
+            svg = reconf_timeline(trial)
+            caption = f"reconf trial {trial['trial']}: rate and latency around the change"
+        else:
+            svg = soak_timeline(trial)
+            caption = f"soak trial {trial['trial']}: second by second, loss events and host stalls marked"
+        if svg:
+            out.append((caption, svg))
+    return out

@@ -62,6 +62,7 @@ def render_run(doc: dict[str, Any]) -> str:
               _inline(figures.medians(doc))),
              ("NDR/PDR searches: loss against offered load", _inline(figures.ndr_loss(doc))),
              ("latency at 10, 50 and 90% of the PDR", _inline(figures.latency(doc)))]
+    plots += [(caption, _inline(svg)) for caption, svg in figures.live(doc)]
     return _env().get_template("run.html.j2").render(kind="run", doc=doc, plots=[(t, svg) for t, svg in plots if svg])
 
 
