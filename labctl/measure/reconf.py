@@ -11,11 +11,12 @@ count. One trial, in the one trial loop (:func:`labctl.measure.trial.trial_loop`
     -> the change, at a known time c0 on labctl's clock (time.monotonic_ns) right after that window
     -> the window after the change: the trial runs on for W seconds from the window's planned end -> drain
 
-The time bins (10 ms, labgen's ``bin=``) count every frame by its send stamp. The *cost* is the loss in the
-window [c0, c0 + L) minus the loss in the no-change window [start, c0) of the same trial, L being the
-no-change window's length (the two are equal to a bin or two, and the second is scaled to the first when
-not): what the host loses anyway at this load is not charged to the change. A negative difference (the
-quiet window lost more) is a cost of 0, stated so. The time lost is the cost over the offered rate of all
+The time bins (10 ms, labgen's ``bin=``) count every frame by its send stamp. The no-change window is the
+bins from the measured window's start up to the one the change began in; the window after the change is
+that bin and as many more (fewer only when sending ended first: the no-change window's loss is then scaled to
+its length). The *cost* is the loss after the change minus the loss without it, in the same trial: what the
+host loses anyway at this load is not charged to the change. A negative difference (the quiet window lost
+more) is a cost of 0, stated so. The time lost is the cost over the offered rate of all
 ports. Every outage is a merged run of gaps (:mod:`labctl.workload.timeline`): its start, end and length
 from the change's start c0 (an outage before the change has a negative start), and what went missing in it.
 Latency is reported before (the no-change window) and after (from the end of the change's last outage to
@@ -287,12 +288,17 @@ def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: _
     run_mono = clock.mono_ns(int(stats["run_tsc"]))
     end_mono = clock.mono_ns(int(stats["last_tsc"])) if stats.get("last_tsc") else run_mono + 2 * window_s * 1e9
     c0 = change.c0
-    quiet_bins = timeline.bin_range(clock, bin_cycles, run_mono, c0)
-    length = c0 - run_mono
-    after_end = min(c0 + length, end_mono)
-    change_bins = timeline.bin_range(clock, bin_cycles, c0, after_end)
+    # the no-change window: the bins from the measured window's start to the one the change began in; the
+    # window after it: that bin and as many more (clipped at the end of sending)
+    first = timeline.bin_range(clock, bin_cycles, run_mono, run_mono)[0]
+    at_change = timeline.bin_at(clock, bin_cycles, c0)
+    n_quiet = max(at_change - first, 0)
+    quiet_bins = (first, first + n_quiet)
+    change_bins = (at_change, min(at_change + n_quiet, timeline.bin_at(clock, bin_cycles, end_mono) + 1))
+    n_change = change_bins[1] - change_bins[0]
+    width_s = timeline.bin_width_s(clock, bin_cycles)
+    after_end = c0 + n_change * width_s * 1e9
     quiet, after = gen.window(*quiet_bins), gen.window(*change_bins)
-    n_quiet, n_change = quiet_bins[1] - quiet_bins[0], change_bins[1] - change_bins[0]
     baseline = quiet.lost * (n_change / n_quiet) if n_quiet else 0.0
     net = after.lost - baseline
     lost_packets = max(int(round(net)), 0)
@@ -331,11 +337,13 @@ def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: _
     record.details["reconf"] = {
         "change": describe_change(change.actions), "labels": [a.label for a in change.actions],
         "offered_pps": offered_pps, "rate_pps_per_port": result.rate_pps, "sending_ports": result.sending_ports,
-        "window_s": window_s, "bin_s": timeline.bin_width_s(clock, bin_cycles),
+        "window_s": window_s, "bin_s": width_s,
         "change_at_s": round((c0 - run_mono) / 1e9, 6), "change_took_s": round(took_s, 6),
         "applied": change.applied, "read_back": change.read_back,
-        "windows": {"before": {"s": round(length / 1e9, 4), "offered": quiet.offered, "lost": quiet.lost},
-                    "after": {"s": round((after_end - c0) / 1e9, 4), "offered": after.offered, "lost": after.lost},
+        "windows": {"before": {"s": round(n_quiet * width_s, 4), "bins": list(quiet_bins), "offered": quiet.offered,
+                               "lost": quiet.lost},
+                    "after": {"s": round(n_change * width_s, 4), "bins": list(change_bins), "offered": after.offered,
+                              "lost": after.lost},
                     "baseline_lost": round(baseline, 2), "net_lost": round(net, 2)},
         "latency": {"before": _latency(quiet), "after": _latency(settled), "after_from_s": round(
             (max(settle_mono, change.c1) - c0) / 1e9, 6)},
@@ -412,11 +420,12 @@ def stored_cost(knobs: list[str], db: Any) -> list[str]:
     with Store(db) as store:
         for record in reversed(store.trials(status="ok")):
             if record.config.get(CHANGE_KEY) == wanted and record.metrics.lost_packets is not None:
-                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.finished_at or 0))
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.finished_at)) \
+                    if record.finished_at else "when unknown"
                 env = record.env
                 where = ", ".join(x for x in (env.host, env.lab, env.accel) if x)
                 head = (f"a live change of the same settings cost {record.metrics.lost_packets} packets (time lost "
-                        f"{(record.metrics.time_lost_s or 0) * 1000:.1f} ms) in reconf trial {record.id} of run "
+                        f"{(record.metrics.time_lost_s or 0) * 1000:.2f} ms) in reconf trial {record.id} of run "
                         f"{record.run_id} in {db} ({when}; {where})")
                 return [head] + [f"  {line}" for line in reconf_lines(record)[1:]]
     return []

@@ -53,7 +53,7 @@ def describe_nics(nics: list[dict[str, Any]]) -> list[str]:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
+    return f"{seconds * 1000:.2f} ms"
 
 
 def _lat(d: dict[str, Any] | None) -> str:

@@ -134,7 +134,7 @@ _DECLARED = (
     _m("loss_events", "events", "lower", "outages in the soak", "soak", short="events"),
     _m("loss_events_host", "events", "lower", "outages at a host stall (steal time, lab threads switched out)",
        "soak", short="at stalls"),
-    _m("host_stall_s", "s", "none", "seconds the host stalled (not an outcome of the setting)", "soak",
+    _m("host_stall_s", "s", "lower", "seconds the host stalled (the host's steadiness, not the setting's)", "soak",
        short="stalled s"),
     # --- tcp kinds: the guest's kernel virtio-net driver under TCP sessions
     _m("bandwidth_gbps", "Gbit/s", "higher", "tcp_stream: TCP payload received, all sessions", "tcp",

@@ -95,6 +95,13 @@ def bin_range(clock: TrialClock, bin_cycles: int, from_mono_ns: float, to_mono_n
     return index(from_mono_ns), max(index(to_mono_ns), index(from_mono_ns))
 
 
+def bin_at(clock: TrialClock, bin_cycles: int, mono_ns: float) -> int:
+    """The time bin holding a moment of labctl's clock."""
+    if bin_cycles <= 0:
+        raise ValueError("a trial without time bins")
+    return max(math.floor((clock.tsc(mono_ns) - clock.arm_tsc) / bin_cycles), 0)
+
+
 def bin_start_s(clock: TrialClock, bin_cycles: int, index: int, ref_mono_ns: float) -> float:
     """When bin ``index`` begins, in seconds from ``ref_mono_ns``."""
     return (clock.mono_ns(clock.arm_tsc + index * bin_cycles) - ref_mono_ns) / 1e9
