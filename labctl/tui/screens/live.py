@@ -77,6 +77,7 @@ class LiveView:
     lines: list[str] = field(default_factory=list)
     t_s: float = 0.0
     duration_s: float = 0.0
+    lost_total: int = 0
 
     def apply(self, event: Any) -> None:
         data = event.data if isinstance(event.data, dict) else {}
@@ -91,13 +92,14 @@ class LiveView:
             self.received = (self.received + [data["received"] / width / 1e6])[-POINTS:]
             self.lost = (self.lost + [float(data["lost"])])[-POINTS:]
             self.t_s, self.duration_s = data["t_s"] + width, data.get("duration_s", 0.0)
+            self.lost_total += int(data["lost"])
             if data["lost"]:
                 self.lines.append(f"{data['t_s']:.0f} s: {data['lost']} lost, p99 {data['p99_us']:.1f} us")
         self.lines = self.lines[-LINES:]
 
     def headline(self) -> str:
         if self.kind == "soak" and self.duration_s:
-            return f"{self.kind}: {self.state}, {self.t_s:.0f}/{self.duration_s:.0f} s, {sum(self.lost):.0f} lost"
+            return f"{self.kind}: {self.state}, {self.t_s:.0f}/{self.duration_s:.0f} s, {self.lost_total} lost"
         return f"{self.kind or 'live'}: {self.state}"
 
 
