@@ -48,6 +48,20 @@ def _loaded(file: Path, set_: Optional[List[str]]):
     return loaded
 
 
+def _finish(result, db: Path, as_json: bool) -> None:
+    """The result (JSON, or the trial in words and where it is stored), its warnings; exit 1 for a failed trial."""
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        for line in api.live_lines(result.record):
+            typer.echo(line)
+        typer.echo(f"run {result.run_id} -> {db} (labctl report --db {db} --run {result.run_id} --html PAGE)")
+    for warning in result.record.warnings:
+        say(f"warning: {warning}")
+    if result.record.status != "ok":
+        raise typer.Exit(1)
+
+
 def reconf(file: Path,
            change: Optional[List[str]] = typer.Option(None, "--change", help="KNOB=VALUE made live while the load runs, "
                                                       "repeatable: workload.rxd|txd|burst (embedded), "
@@ -76,16 +90,7 @@ def reconf(file: Path,
     api.check_reconf(list(change or []), argv, advice, window, rate, at)  # before the profile is read
     result = api.reconf(_loaded(file, set_), list(change or []), argv, advice, rate, at, window, db,
                         on_event=_printer(as_json), wait=not no_wait)
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        for line in api.live_lines(result.record):
-            typer.echo(line)
-        typer.echo(f"run {result.run_id} -> {db} (labctl report --db {db} --run {result.run_id} --html PAGE)")
-    for warning in result.record.warnings:
-        say(f"warning: {warning}")
-    if result.record.status != "ok":
-        raise typer.Exit(1)
+    _finish(result, db, as_json)
     lost_s = result.record.metrics.time_lost_s or 0.0
     if max_time_lost is not None and lost_s > max_time_lost:
         say(f"time lost {lost_s:.4f} s exceeds --max-time-lost {max_time_lost:g} s")
@@ -100,16 +105,7 @@ def soak(file: Path,
     """One long trial, second by second: loss events beside the host's stalls, the loss bound, stored every minute."""
     api.check_soak(duration, rate, at)  # before the profile is read
     result = api.soak(_loaded(file, set_), duration, rate, at, db, on_event=_printer(as_json), wait=not no_wait)
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        for line in api.live_lines(result.record):
-            typer.echo(line)
-        typer.echo(f"run {result.run_id} -> {db} (labctl report --db {db} --run {result.run_id} --html PAGE)")
-    for warning in result.record.warnings:
-        say(f"warning: {warning}")
-    if result.record.status != "ok":
-        raise typer.Exit(1)
+    _finish(result, db, as_json)
 
 
 def register(app: typer.Typer) -> None:

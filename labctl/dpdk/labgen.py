@@ -634,6 +634,14 @@ class Labgen:
     def stop_trial(self) -> None:
         self.command("/labgen/stop")
 
+    def stop_quietly(self) -> None:
+        """Stop the current trial's sending if labgen still answers (after an error or an interruption:
+        the original error matters, not this one)."""
+        try:
+            self.stop_trial()
+        except Exception:  # noqa: BLE001 - the process may have gone with whatever ended the trial
+            pass
+
     def wait_done(self, timeout_s: float) -> dict[str, Any]:
         """Poll /labgen/stats until the trial is done; stop it (and fail) when it overruns."""
         deadline = time.monotonic() + timeout_s

@@ -239,6 +239,13 @@ def _forwarder_action(plan: LabPlan, change: Change) -> LiveAction:
     return ForwarderRings("rxd" if knob == "workload.rxd" else "txd", value, plan.nics)
 
 
+class InLab:
+    """A change that leaves nothing outside the lab (it goes with the lab's teardown)."""
+
+    def cleanup(self, lab: Any) -> None:
+        """Nothing to do."""
+
+
 # ---- the embedded guest's testpmd --------------------------------------------------------------------
 
 _DESCRIPTORS = {"rxd": re.compile(r"Number of RXDs:\s*(\d+)"), "txd": re.compile(r"Number of TXDs:\s*(\d+)")}
@@ -267,7 +274,7 @@ def _run_all(proc: Any, commands: list[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class ForwarderRings:
+class ForwarderRings(InLab):
     """The guest testpmd's rx or tx descriptors on its running ports (port stop, config, start)."""
 
     which: str  # rxd | txd
@@ -295,12 +302,10 @@ class ForwarderRings:
             found[f"port{port}.{self.which}"] = int(match.group(1)) if match else None
         return found
 
-    def cleanup(self, lab: Any) -> None:
-        """Nothing outside the lab."""
 
 
 @dataclass(frozen=True)
-class ForwarderBurst:
+class ForwarderBurst(InLab):
     """The guest testpmd's burst (forwarding stopped and started around it)."""
 
     value: int
@@ -320,8 +325,6 @@ class ForwarderBurst:
         match = _BURST.search(_testpmd(lab).command("show config rxtx"))
         return {"burst": int(match.group(1)) if match else None}
 
-    def cleanup(self, lab: Any) -> None:
-        """Nothing outside the lab."""
 
 
 # ---- OVS-DPDK -----------------------------------------------------------------------------------------
@@ -347,7 +350,7 @@ def _pmd_threads(lab: Any) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class OvsPmdMove:
+class OvsPmdMove(InLab):
     """OVS's PMDs moved to other cores (``pmd-cpu-mask``); labgen's own workers stay where they are."""
 
     cpus: frozenset[int]
@@ -370,12 +373,10 @@ class OvsPmdMove:
     def read_back(self, lab: Any) -> dict[str, Any]:
         return {"pmd_rxqs": _placement(_switch(lab).pmd_placement()), "pmd_threads": _pmd_threads(lab)}
 
-    def cleanup(self, lab: Any) -> None:
-        """Nothing outside the lab (the switch goes with it)."""
 
 
 @dataclass(frozen=True)
-class OvsRebalance:
+class OvsRebalance(InLab):
     """``dpif-netdev/pmd-rxq-rebalance`` now."""
 
     @property
@@ -394,8 +395,6 @@ class OvsRebalance:
     def read_back(self, lab: Any) -> dict[str, Any]:
         return {"pmd_rxqs": _placement(_switch(lab).pmd_placement()), "pmd_threads": _pmd_threads(lab)}
 
-    def cleanup(self, lab: Any) -> None:
-        """Nothing outside the lab."""
 
 
 # ---- a libvirt guest's QEMU threads --------------------------------------------------------------------
@@ -419,7 +418,7 @@ def qemu_pins(lab: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class GuestPins:
+class GuestPins(InLab):
     """vCPU and emulator pins of the running domain, live (what ``labctl apply`` does to a running domain)."""
 
     vcpus: dict[int, frozenset[int]] = field(default_factory=dict)
@@ -447,8 +446,6 @@ class GuestPins:
     def read_back(self, lab: Any) -> dict[str, Any]:
         return qemu_pins(lab)
 
-    def cleanup(self, lab: Any) -> None:
-        """Nothing outside the lab (the domain goes with it)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The load a reconfiguration or soak trial holds, and how it was chosen (said to the user).
+"""What reconf and soak share: the load they hold and how it was chosen (said to the user), the measurer they
+need (labgen on a pvp lab), waiting for their one trial to be armed, and the head of their result.
 
 FD.io CSIT holds its reconfiguration tests' load at the NDR lower bound it found before (CSIT methodology,
 "Reconfiguration Tests"). labctl's default is half the NDR lower bound stored for the same configuration:
@@ -14,15 +15,23 @@ durations, which an NDR search sets itself).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from labctl.errors import UserError
+from labctl import signals
+from labctl.errors import UserError, WorkloadError
 from labctl.profile.knobs import flatten
 from labctl.profile.load import LoadedProfile
 from labctl.profile.rates import Rate, parse_rate
+from labctl.results.record import TrialRecord
 
+if TYPE_CHECKING:
+    from labctl.dpdk.labgen import Labgen
+
+#: The warm-up reconf and soak give the load at least (the profile's, if longer), on the trial's own schedule.
+MIN_WARMUP_S = 1.0
 #: Knobs a stored NDR may differ in and still be this configuration's.
 SETTINGS = ("workload.rate", "workload.duration_s", "workload.warmup_s", "repeat")
 AT = ("ndr",)
@@ -39,6 +48,56 @@ class LoadPoint:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rate": str(self.rate), "said": self.said, **({"from": self.source} if self.source else {})}
+
+
+@dataclass
+class HeldResult:
+    """A stored reconf or soak trial (``record``), the run of ``db`` it is in and the load it held."""
+
+    run_id: int
+    record: TrialRecord
+    db: str
+    load: LoadPoint
+
+    def head(self) -> dict[str, Any]:
+        """What both commands' JSON begins with."""
+        return {"run_id": self.run_id, "trial_id": self.record.id, "db": self.db, "status": self.record.status,
+                "error": self.record.error, "load": self.load.to_dict()}
+
+
+def check_measurer(loaded: LoadedProfile) -> None:
+    """reconf and soak count loss by labgen's sequence numbers and send stamps: a forward workload, labgen as
+    the host side, one guest (pvp). UserError naming the field otherwise."""
+    from labctl.lab.live_changes import NOT_MEASURABLE
+
+    w = loaded.profile.workload
+    if w.kind != "forward":
+        raise UserError(f"workload.kind {w.kind}: {NOT_MEASURABLE} (allowed: forward)")
+    if w.generator != "labgen":
+        raise UserError(f"workload.generator {w.generator}: reconf and soak count loss by labgen's sequence numbers "
+                        "and send stamps (allowed: labgen)")
+    if loaded.profile.topology != "pvp":
+        raise UserError(f"topology {loaded.profile.topology}: labgen is not the host side of two guests "
+                        "(allowed: pvp)")
+
+
+def wait_armed(gen: Labgen, timeout_s: float = 10.0) -> dict[str, Any]:
+    """labgen's stats once the trial is armed (its clock and schedule fixed: ``arm_tsc``, ``run_tsc``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = gen.stats()
+        if stats.get("arm_tsc"):
+            return stats
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"labgen: trial {stats.get('trial')} not armed within {timeout_s:.0f} s")
+        signals.sleep(0.01)
+
+
+def sleep_until(mono_ns: float) -> None:
+    """Sleep (a cancel or SIGTERM wakes it) until ``time.monotonic_ns()`` reaches ``mono_ns``."""
+    left = (mono_ns - time.monotonic_ns()) / 1e9
+    if left > 0:
+        signals.sleep(left)
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from labctl import signals
 from labctl.errors import UserError, WorkloadError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
@@ -42,12 +41,14 @@ from labctl.lab.live_changes import (DomainChanges, ExecCommand, LiveAction, che
                                      parse_changes, plan_changes)
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
-from labctl.measure.load_point import LoadPoint, choose_load
+from labctl.measure.load_point import (MIN_WARMUP_S, HeldResult, LoadPoint, check_measurer, choose_load,
+                                      sleep_until, wait_armed)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
 from labctl.results.record import Metrics, TrialRecord
 from labctl.workload import timeline
+from labctl.workload.paced import latency_metrics
 
 if TYPE_CHECKING:
     from labctl.dpdk.labgen import Labgen, TrialClock
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
 WINDOW_S, MIN_WINDOW_S, MAX_WINDOW_S = 5.0, 1.0, 60.0
 BIN_S = 0.01
 DRAIN_S = 0.5
-MIN_WARMUP_S = 1.0
 #: config key a reconf trial records its change under (report rows and comparisons keep changes apart)
 CHANGE_KEY = "reconf.change"
 
@@ -100,27 +100,13 @@ def check_request(request: ReconfRequest) -> None:
     check_window(request.window_s)
 
 
-def _check_measurer(loaded: LoadedProfile) -> None:
-    w = loaded.profile.workload
-    if w.kind != "forward":
-        from labctl.lab.live_changes import NOT_MEASURABLE
-
-        raise UserError(f"workload.kind {w.kind}: {NOT_MEASURABLE} (allowed: forward)")
-    if w.generator != "labgen":
-        raise UserError(f"workload.generator {w.generator}: reconf and soak count loss by labgen's sequence numbers "
-                        "and send stamps (allowed: labgen)")
-    if loaded.profile.topology != "pvp":
-        raise UserError(f"topology {loaded.profile.topology}: labgen is not the host side of two guests "
-                        "(allowed: pvp)")
-
-
 def prepare(loaded: LoadedProfile, request: ReconfRequest, db: Any, render_xml: Callable[[], str] | None = None
             ) -> ReconfPlan:
     """Every check, before anything starts: the change can be made live here (else NotLiveError, exit 2, naming
     the knob and the reason), the program of ``--exec`` exists, the load (``--rate``, or the stored NDR), and
     the lab's own pre-flight check. ``render_xml``: the lab domain's XML (for ``--advice``: what its edit needs)."""
     check_request(request)
-    _check_measurer(loaded)
+    check_measurer(loaded)
     plan = derive(loaded.profile)
     actions: list[LiveAction]
     if request.exec_argv is not None:
@@ -145,42 +131,17 @@ def describe_change(actions: list[LiveAction]) -> str:
     return "; ".join(sorted(knobs)) if knobs else "; ".join(a.label for a in actions)
 
 
-@dataclass
-class ReconfResult:
-    """A stored reconf trial (``record``: its details carry ``reconf``), with the run it is in."""
-
-    run_id: int
-    record: TrialRecord
-    db: str
-    load: LoadPoint
+class ReconfResult(HeldResult):
+    """A stored reconf trial (its details carry ``reconf``), with the run it is in."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON ``labctl reconf --json`` prints: at least ``lost_packets``, ``time_lost_s`` and ``outages``."""
         r = self.record.details.get("reconf", {})
         m = self.record.metrics
-        return {"run_id": self.run_id, "trial_id": self.record.id, "db": self.db, "status": self.record.status,
-                "error": self.record.error, "change": r.get("change"), "load": self.load.to_dict(),
-                "offered_pps": r.get("offered_pps"), "lost_packets": m.lost_packets, "time_lost_s": m.time_lost_s,
-                "outages": r.get("outages", []), "windows": r.get("windows"), "latency": r.get("latency"),
-                "applied": r.get("applied"), "read_back": r.get("read_back"), "valid": m.valid,
-                "warnings": self.record.warnings}
-
-
-def _wait_armed(gen: Labgen, timeout_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        stats = gen.stats()
-        if stats.get("arm_tsc"):
-            return stats
-        if time.monotonic() > deadline:
-            raise WorkloadError(f"labgen: trial {stats.get('trial')} not armed within {timeout_s:.0f} s")
-        signals.sleep(0.01)
-
-
-def _sleep_until(mono_ns: float) -> None:
-    left = (mono_ns - time.monotonic_ns()) / 1e9
-    if left > 0:
-        signals.sleep(left)
+        return {**self.head(), "change": r.get("change"), "offered_pps": r.get("offered_pps"),
+                "lost_packets": m.lost_packets, "time_lost_s": m.time_lost_s, "outages": r.get("outages", []),
+                "windows": r.get("windows"), "latency": r.get("latency"), "applied": r.get("applied"),
+                "read_back": r.get("read_back"), "valid": m.valid, "warnings": self.record.warnings}
 
 
 def _latency(window: Any) -> dict[str, Any]:
@@ -244,29 +205,26 @@ def measure_change(trial: Trial, actions: list[LiveAction], rate: Any, window_s:
     phase("warm-up")
     gen.start_trial(spec)
     try:
-        armed = _wait_armed(gen, 10.0)
+        armed = wait_armed(gen)
         schedule = gen.trial_clock(armed)
         run_mono = schedule.mono_ns(int(armed["run_tsc"]))
-        _sleep_until(run_mono)
+        sleep_until(run_mono)
         trial.busy.check("warm-up")
         monitor.start()
         phase("measure")
         notify(on_event, "live", lab=plan.name, message=f"no-change window: {window_s:g} s",
                data={"kind": "reconf", "step": "window", "window_s": window_s})
-        _sleep_until(run_mono + window_s * 1e9)
+        sleep_until(run_mono + window_s * 1e9)
         phase("change")
         change.make(lab)
         notify(on_event, "live", lab=plan.name, message=f"changed in {(change.c1 - change.c0) / 1e6:.1f} ms",
                data={"kind": "reconf", "step": "changed", "took_s": (change.c1 - change.c0) / 1e9})
         phase("measure")
-        _sleep_until(run_mono + 2 * window_s * 1e9 + DRAIN_S * 0.5e9)
+        sleep_until(run_mono + 2 * window_s * 1e9 + DRAIN_S * 0.5e9)
         stats = gen.wait_done(2 * spec.expected_s() + 10.0)
         change.read(lab)
     except BaseException:
-        try:
-            gen.stop_trial()
-        except Exception:  # noqa: BLE001 - the process may have gone; the original error matters
-            pass
+        gen.stop_quietly()
         raise
     finally:
         change.cleanup(lab)
@@ -323,11 +281,7 @@ def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: _
                       time_lost_s=lost_packets / offered_pps if offered_pps else None,
                       outage_count=len(after_change),
                       longest_outage_s=max((o.length_s for o in after_change), default=0.0))
-    if result.latency.count:
-        lat = result.latency
-        metrics.latency_min_us, metrics.latency_mean_us, metrics.latency_p50_us = lat.min_us, lat.mean_us, lat.p50_us
-        metrics.latency_p90_us, metrics.latency_p99_us = lat.p90_us, lat.p99_us
-        metrics.latency_p999_us, metrics.latency_max_us = lat.p999_us, lat.max_us
+    latency_metrics(metrics, result.latency)
     if quiet.latency.count:
         metrics.latency_before_p99_us = quiet.latency.p99_us
     if settled.latency.count:

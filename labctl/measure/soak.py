@@ -28,19 +28,19 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from labctl import signals
 from labctl.errors import UserError, WorkloadError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
 from labctl.host.stalls import HostSecond, StallSampler, mark_stalls
 from labctl.measure.labs import LabSession, check_measurable
-from labctl.measure.load_point import LoadPoint, choose_load
-from labctl.measure.reconf import MIN_WARMUP_S, _check_measurer, _sleep_until, _wait_armed
+from labctl.measure.load_point import (MIN_WARMUP_S, HeldResult, LoadPoint, check_measurer, choose_load,
+                                      sleep_until, wait_armed)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
 from labctl.results.record import Metrics, TrialRecord
 from labctl.workload import timeline
+from labctl.workload.paced import latency_metrics
 
 if TYPE_CHECKING:
     from labctl.dpdk.labgen import Labgen, SeriesBin, TrialClock
@@ -82,28 +82,22 @@ class SoakPlan:
 def prepare(loaded: LoadedProfile, duration: str, rate: str | None, at: str | None, db: Any) -> SoakPlan:
     """Every check before anything starts: the duration, the measurer, the load, the lab's pre-flight check."""
     duration_s = parse_duration(duration)
-    _check_measurer(loaded)
+    check_measurer(loaded)
     load = choose_load(loaded, db, rate, at, "soak")
     check_measurable(loaded.profile)
     return SoakPlan(duration_s, load)
 
 
-@dataclass
-class SoakResult:
-    run_id: int
-    record: TrialRecord
-    db: str
-    load: LoadPoint
+class SoakResult(HeldResult):
+    """A stored soak trial (its details carry ``soak``), with the run it is in."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON ``labctl soak --json`` prints: at least ``series`` (one entry a bin) and ``loss_upper_bound``."""
         s = self.record.details.get("soak", {})
         m = self.record.metrics
-        return {"run_id": self.run_id, "trial_id": self.record.id, "db": self.db, "status": self.record.status,
-                "error": self.record.error, "load": self.load.to_dict(), "duration_s": s.get("duration_s"),
-                "stopped_at_s": s.get("stopped_at_s"), "complete": s.get("complete"),
-                "offered": s.get("offered"), "lost": s.get("lost"), "loss_ratio": m.loss_ratio,
-                "loss_upper_bound": m.loss_upper_bound, "events": s.get("events", []),
+        return {**self.head(), "duration_s": s.get("duration_s"), "stopped_at_s": s.get("stopped_at_s"),
+                "complete": s.get("complete"), "offered": s.get("offered"), "lost": s.get("lost"),
+                "loss_ratio": m.loss_ratio, "loss_upper_bound": m.loss_upper_bound, "events": s.get("events", []),
                 "host_stall_s": m.host_stall_s, "series": s.get("series", []), "warnings": self.record.warnings}
 
 
@@ -122,7 +116,7 @@ class _Soak:
         self.started = time.time()
 
     def arm(self) -> None:
-        armed = _wait_armed(self.gen, 10.0)
+        armed = wait_armed(self.gen)
         self.clock = self.gen.trial_clock(armed)
         self.run_mono = self.clock.mono_ns(int(armed["run_tsc"]))
         self.bin_cycles = int(armed["bin_cycles"])
@@ -209,11 +203,7 @@ def _compose(soak: _Soak, record: TrialRecord, stopped_at_s: float, complete: bo
         m.valid, m.achieved_mpps, m.tx_dropped, m.lost = result.valid, result.achieved_pps / 1e6, result.tx_dropped, \
             result.lost
         m.reordered, m.duplicate = result.reordered, result.duplicate
-        if result.latency.count:
-            lat = result.latency
-            m.latency_min_us, m.latency_mean_us, m.latency_p50_us, m.latency_p90_us = lat.min_us, lat.mean_us, \
-                lat.p50_us, lat.p90_us
-            m.latency_p99_us, m.latency_p999_us, m.latency_max_us = lat.p99_us, lat.p999_us, lat.max_us
+        latency_metrics(m, result.latency)
     keep = record.metrics.cpu
     record.metrics = m
     record.metrics.cpu = keep
@@ -255,14 +245,14 @@ def measure_soak(trial: Trial, rate: Any, duration_s: float, checkpoint: Callabl
     gen.start_trial(spec)
     try:
         soak.arm()
-        _sleep_until(soak.run_mono)
+        sleep_until(soak.run_mono)
         sampler.start()
         monitor.start()
         phase("measure")
         next_checkpoint = soak.run_mono + CHECKPOINT_S * 1e9
         end = soak.run_mono + duration_s * 1e9
         while time.monotonic_ns() < end:
-            _sleep_until(min(time.monotonic_ns() + LIVE_PERIOD_S * 1e9, end))
+            sleep_until(min(time.monotonic_ns() + LIVE_PERIOD_S * 1e9, end))
             now = time.monotonic_ns()
             soak.tell(soak.fetch(soak.drained_until(now) + 1))
             if now >= next_checkpoint and now < end:
@@ -271,7 +261,7 @@ def measure_soak(trial: Trial, rate: Any, duration_s: float, checkpoint: Callabl
                          "a checkpoint: the soak did not finish (its process ended before the next one)", None)
                 checkpoint(record)
                 next_checkpoint += CHECKPOINT_S * 1e9
-        _sleep_until(end + DRAIN_S * 0.5e9)
+        sleep_until(end + DRAIN_S * 0.5e9)
         stats = gen.wait_done(DRAIN_S + 30.0)
     except BaseException as exc:
         _interrupted(soak, record, exc, checkpoint)
@@ -293,10 +283,7 @@ def _interrupted(soak: _Soak, record: TrialRecord, exc: BaseException, checkpoin
                  ) -> None:
     """Stop sending, let the last frames drain, store what was measured; never raises (the original error
     goes on). Waits with time.sleep: a cancelled scope would interrupt signals.sleep at once."""
-    try:
-        soak.gen.stop_trial()
-    except Exception:  # noqa: BLE001 - labgen may have gone with the interruption
-        return
+    soak.gen.stop_quietly()
     if soak.clock is None:
         return
     try:

@@ -43,6 +43,16 @@ def wait_measuring(proc: subprocess.Popen, timeout_s: float = 120.0) -> list[str
     raise AssertionError(f"the soak never reached its window: {lines[-5:]}")
 
 
+def finish(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    """The soak's output once it has ended (killed if it overruns the test's bound)."""
+    try:
+        return proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def stored_points(db) -> int | None:
     """Points of the soak trial in the store now (None: none stored yet)."""
     try:
@@ -56,16 +66,12 @@ def stored_points(db) -> int | None:
 def test_a_soak_of_two_minutes_a_point_a_second_stored_as_it_runs(no_leftovers, tmp_path):
     db = tmp_path / "soak.db"
     proc = soak(db, "2m")
-    try:
-        wait_measuring(proc)
-        started = time.monotonic()
-        while stored_points(db) is None and proc.poll() is None and time.monotonic() - started < 100:
-            time.sleep(1.0)
-        checkpoint = stored_points(db)  # the first minute's checkpoint, while the soak runs on
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_measuring(proc)
+    started = time.monotonic()
+    while stored_points(db) is None and proc.poll() is None and time.monotonic() - started < 100:
+        time.sleep(1.0)
+    checkpoint = stored_points(db)  # the first minute's checkpoint, while the soak runs on
+    out, err = finish(proc, 240)
     assert proc.returncode == 0, err
     assert checkpoint is not None and 50 <= checkpoint <= 70
     with Store(db) as store:
@@ -85,16 +91,10 @@ def test_a_soak_of_two_minutes_a_point_a_second_stored_as_it_runs(no_leftovers, 
 def test_sigint_at_the_first_minute_keeps_it(no_leftovers, tmp_path):
     db = tmp_path / "soak.db"
     proc = soak(db, "2m")
-    try:
-        wait_measuring(proc)
-        started = time.monotonic()
-        while time.monotonic() - started < 60:
-            time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_measuring(proc)
+    time.sleep(60.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = finish(proc, 120)
     assert proc.returncode == 130, err
     assert "soak stopped at" in err and "what it measured is kept as trial 1 of run 1" in err
     with Store(db) as store:

@@ -330,15 +330,14 @@ cmd_quit(const char *cmd, const char *params, struct rte_tel_data *d)
 /* ---- /labgen/stats ---------------------------------------------------------------------------- */
 
 static void
-add_summary(struct rte_tel_data *d, const char *name, const struct lg_hist *h, uint64_t extra_limit,
-	    uint64_t extra_end, int with_extra)
+add_summary_of(struct rte_tel_data *d, const char *name, const struct lg_hist_summary *sum, uint64_t extra_limit,
+	       uint64_t extra_end, int with_extra)
 {
 	struct rte_tel_data *c = rte_tel_data_alloc();
-	struct lg_hist_summary s;
+	const struct lg_hist_summary s = *sum;
 
 	if (c == NULL)
 		return;
-	lg_hist_summarize(h, &s);
 	rte_tel_data_start_dict(c);
 	rte_tel_data_add_dict_u64(c, "count", s.count);
 	rte_tel_data_add_dict_u64(c, "min", s.min);
@@ -353,6 +352,16 @@ add_summary(struct rte_tel_data *d, const char *name, const struct lg_hist *h, u
 		rte_tel_data_add_dict_u64(c, "end", extra_end);
 	}
 	rte_tel_data_add_dict_container(d, name, c, 0);
+}
+
+static void
+add_summary(struct rte_tel_data *d, const char *name, const struct lg_hist *h, uint64_t extra_limit,
+	    uint64_t extra_end, int with_extra)
+{
+	struct lg_hist_summary s;
+
+	lg_hist_summarize(h, &s);
+	add_summary_of(d, name, &s, extra_limit, extra_end, with_extra);
 }
 
 static void
@@ -790,22 +799,10 @@ window_body(const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "end", end);
 	rte_tel_data_add_dict_u64(d, "offered", offered);
 	rte_tel_data_add_dict_u64(d, "sent", sent);
-	struct rte_tel_data *c = rte_tel_data_alloc();
 	struct lg_hist_summary s;
 	lg_bins_summarize(&b->rx[first], end - first, &s);
 	rte_tel_data_add_dict_u64(d, "received", s.count);
-	if (c == NULL)
-		return 0;
-	rte_tel_data_start_dict(c);
-	rte_tel_data_add_dict_u64(c, "count", s.count);
-	rte_tel_data_add_dict_u64(c, "min", s.min);
-	rte_tel_data_add_dict_u64(c, "mean", s.mean);
-	rte_tel_data_add_dict_u64(c, "p50", s.p50);
-	rte_tel_data_add_dict_u64(c, "p90", s.p90);
-	rte_tel_data_add_dict_u64(c, "p99", s.p99);
-	rte_tel_data_add_dict_u64(c, "p999", s.p999);
-	rte_tel_data_add_dict_u64(c, "max", s.max);
-	rte_tel_data_add_dict_container(d, "latency_ns", c, 0);
+	add_summary_of(d, "latency_ns", &s, 0, 0, 0);
 	return 0;
 }
 
