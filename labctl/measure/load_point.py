@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from labctl import signals
 from labctl.errors import UserError, WorkloadError
@@ -28,7 +28,9 @@ from labctl.profile.rates import Rate, parse_rate
 from labctl.results.record import TrialRecord
 
 if TYPE_CHECKING:
-    from labctl.dpdk.labgen import Labgen
+    from labctl.dpdk.labgen import Labgen, TrialSpec
+    from labctl.lab.interface import PacedLab
+    from labctl.measure.trial import Trial
 
 #: The warm-up reconf and soak give the load at least (the profile's, if longer), on the trial's own schedule.
 MIN_WARMUP_S = 1.0
@@ -79,6 +81,23 @@ def check_measurer(loaded: LoadedProfile) -> None:
     if loaded.profile.topology != "pvp":
         raise UserError(f"topology {loaded.profile.topology}: labgen is not the host side of two guests "
                         "(allowed: pvp)")
+
+
+def held_trial(trial: Trial, rate: Rate, duration_s: float, bin_s: float, drain_s: float, command: str
+               ) -> tuple[Labgen, TrialSpec]:
+    """The trial a reconf or soak holds on ``trial.lab``: labgen (WorkloadError without it), the lab's words
+    in the record, and the spec: the load per port for ``duration_s`` after the warm-up (the profile's, at
+    least :data:`MIN_WARMUP_S`), in time bins of ``bin_s``."""
+    from dataclasses import replace
+
+    lab, record = trial.lab, trial.record
+    if lab.generator is None:
+        raise WorkloadError(f"{command} needs labgen as the lab's host side (workload.generator labgen)")
+    paced = cast("PacedLab", lab).paced
+    record.warnings.extend(lab.record_warnings())
+    record.details.update(lab.details())
+    spec = paced.spec(paced.rate_per_port(rate), duration_s, max(lab.plan.warmup_s, MIN_WARMUP_S))
+    return lab.generator, replace(spec, bin_s=bin_s, drain_s=drain_s)
 
 
 def wait_armed(gen: Labgen, timeout_s: float = 10.0) -> dict[str, Any]:

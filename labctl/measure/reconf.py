@@ -32,17 +32,17 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
-from labctl.errors import UserError, WorkloadError
+from labctl.errors import UserError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
 from labctl.lab.live_changes import (DomainChanges, ExecCommand, LiveAction, check_domain_changes, check_exec,
                                      parse_changes, plan_changes)
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
-from labctl.measure.load_point import (MIN_WARMUP_S, HeldResult, LoadPoint, check_measurer, choose_load,
-                                      sleep_until, wait_armed)
+from labctl.measure.load_point import (HeldResult, LoadPoint, check_measurer, choose_load, held_trial, sleep_until,
+                                      wait_armed)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
@@ -52,7 +52,6 @@ from labctl.workload.paced import latency_metrics
 
 if TYPE_CHECKING:
     from labctl.dpdk.labgen import Labgen, TrialClock
-    from labctl.lab.interface import PacedLab
 
 WINDOW_S, MIN_WINDOW_S, MAX_WINDOW_S = 5.0, 1.0, 60.0
 BIN_S = 0.01
@@ -188,17 +187,8 @@ def _series(bins: list[Any], clock: TrialClock, bin_cycles: int, ref_mono_ns: fl
 def measure_change(trial: Trial, actions: list[LiveAction], rate: Any, window_s: float,
                    on_event: OnEvent | None = None) -> None:
     """The reconf trial on ``trial.lab`` (see the module's docstring); fills ``trial.record``."""
-    lab, record, phase = trial.lab, trial.record, trial.phase
-    if lab.generator is None:
-        raise WorkloadError("reconf needs labgen as the lab's host side (workload.generator labgen)")
-    gen = lab.generator
-    paced = cast("PacedLab", lab).paced
-    plan = lab.plan
-    record.warnings.extend(lab.record_warnings())
-    record.details.update(lab.details())
-    rate_port = paced.rate_per_port(rate)
-    spec = replace(paced.spec(rate_port, 2 * window_s, max(plan.warmup_s, MIN_WARMUP_S)), bin_s=BIN_S,
-                   drain_s=DRAIN_S)
+    lab, phase, plan = trial.lab, trial.phase, trial.lab.plan
+    gen, spec = held_trial(trial, rate, 2 * window_s, BIN_S, DRAIN_S, "reconf")
     monitor = ThreadMonitor(dict(lab.pids))
     change = _Change(actions)
     trial.busy.start()

@@ -26,15 +26,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
-from labctl.errors import UserError, WorkloadError
+from labctl.errors import UserError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
 from labctl.host.stalls import HostSecond, StallSampler, mark_stalls
 from labctl.measure.labs import LabSession, check_measurable
-from labctl.measure.load_point import (MIN_WARMUP_S, HeldResult, LoadPoint, check_measurer, choose_load,
-                                      sleep_until, wait_armed)
+from labctl.measure.load_point import (HeldResult, LoadPoint, check_measurer, choose_load, held_trial, sleep_until,
+                                      wait_armed)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
@@ -44,7 +44,6 @@ from labctl.workload.paced import latency_metrics
 
 if TYPE_CHECKING:
     from labctl.dpdk.labgen import Labgen, SeriesBin, TrialClock
-    from labctl.lab.interface import PacedLab
 
 MIN_DURATION_S, MAX_DURATION_S = 10.0, 12 * 3600.0
 MAX_PER_SECOND_S = 4 * 3600.0  # labgen keeps 16384 bins: one a second up to about 4.5 h
@@ -227,16 +226,8 @@ def measure_soak(trial: Trial, rate: Any, duration_s: float, checkpoint: Callabl
                  on_event: OnEvent | None = None) -> None:
     """The soak on ``trial.lab`` (see the module's docstring); ``checkpoint`` stores the record as it grows."""
     lab, record, phase = trial.lab, trial.record, trial.phase
-    if lab.generator is None:
-        raise WorkloadError("soak needs labgen as the lab's host side (workload.generator labgen)")
-    gen = lab.generator
-    paced = cast("PacedLab", lab).paced
-    plan = lab.plan
-    record.warnings.extend(lab.record_warnings())
-    record.details.update(lab.details())
+    gen, spec = held_trial(trial, rate, duration_s, bin_seconds(duration_s), DRAIN_S, "soak")
     record.env = lab.environment(lab.pins(), False)
-    spec = replace(paced.spec(paced.rate_per_port(rate), duration_s, max(plan.warmup_s, MIN_WARMUP_S)),
-                   bin_s=bin_seconds(duration_s), drain_s=DRAIN_S)
     sampler = StallSampler(list(lab.pids.values()))
     monitor = ThreadMonitor(dict(lab.pids))
     soak = _Soak(trial, gen, spec, duration_s, sampler, on_event)
