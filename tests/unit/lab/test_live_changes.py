@@ -144,3 +144,20 @@ def test_exec_runs_an_argv_never_a_shell(tmp_path):
         lc.check_exec(["/nonexistent"])
     with pytest.raises(UserError, match="--exec: an empty command"):
         lc.check_exec([])
+
+
+def test_advice_applied_live_must_need_no_restart():
+    """labctl apply of a run's advice to the lab's running domain: pins go live; NIC queues or rings (a new
+    device) and vhost pins (labctl's qemu hook, host-wide) are refused before anything starts."""
+    from labctl import api
+    from labctl.domain_edit.changes import changes_from_settings
+
+    xml = api.render(load(GUEST))
+    lc.check_domain_changes(changes_from_settings([("guest.pinning.vcpus.0", "0")]), xml, "the advice of run 4")
+    for setting, reason in ((("guest.nics.*.queues", 2), "the domain must be restarted for it"),
+                            (("guest.pinning.vhost", "0"), "vhost threads are pinned by labctl's qemu hook")):
+        with pytest.raises(NotLiveError, match=f"^the advice of run 4: .*cannot be made live here: {reason}"):
+            lc.check_domain_changes(changes_from_settings([setting]), xml, "the advice of run 4")
+    action = lc.DomainChanges(changes_from_settings([("guest.pinning.emulator", "0-1")]), "qemu:///system",
+                              "the advice of run 4")
+    assert action.knobs == ["guest.pinning.emulator=0-1"] and action.label.startswith("labctl apply of the advice")
