@@ -8,7 +8,7 @@ from labctl.dpdk.labgen import Gap, Percentiles, SeriesBin, TrialClock, TrialSpe
 from labctl.host.monitor import MonitorReport
 from labctl.host.stalls import HostSecond
 from labctl.lab.live_changes import GuestPins
-from labctl.measure.reconf import _Change, _fill
+from labctl.measure.reconf import ChangeMade, _fill
 from labctl.measure.soak import _compose, _Soak
 from labctl.measure.trial import Trial
 from labctl.results.record import Environment, TrialRecord
@@ -66,8 +66,8 @@ def trial() -> Trial:
     return Trial(TrialRecord(config={}), FakeLab(), None, lambda _name: None)  # type: ignore[arg-type]
 
 
-def change_at(c0_tsc: float, took_ms: float = 20.0) -> _Change:
-    change = _Change([GuestPins({0: frozenset({1})})])
+def change_at(c0_tsc: float, took_ms: float = 20.0) -> ChangeMade:
+    change = ChangeMade([GuestPins({0: frozenset({1})})])
     change.c0, change.c1 = int(mono(c0_tsc)), int(mono(c0_tsc) + took_ms * 1e6)
     change.applied = {"live pins: vCPU 0 -> CPUs 1": ["pinned"]}
     change.read_back = {"live pins: vCPU 0 -> CPUs 1": {"vcpu0": "1", "emulator": "0-1"}}

@@ -23,6 +23,9 @@ change                                     lab                                ho
 ``guest.pinning.emulator``                                                    ``virDomainPinEmulator`` live (the path
                                                                               ``labctl apply`` takes); the QEMU threads'
                                                                               affinity from /proc
+``workload.guest_queues``                  a kernel guest (tcp kinds)         ``QUEUES`` on the appliance's channel: ``ethtool
+                                                                              -L IF combined N`` in the guest; ``ethtool -l``
+                                                                              read in the guest after it
 ``labctl apply`` of a run's advice         libvirt guests                     :func:`labctl.domain_edit.live.apply_live` on
                                                                               the lab's domain (pins live; a change that
                                                                               needs a restart is refused); the pins from /proc
@@ -35,10 +38,9 @@ its NICs' backend, queues and rings are set when QEMU starts (:func:`labctl.lab.
 boot); a build is another binary (the processes restart); the vswitch's other settings and the generator are
 its start-up configuration; the frame size and the rate are the traffic, not the lab. On a libvirt guest the
 appliance's control channel passes testpmd commands but reads none of its settings back, so the forwarder's
-rings are live only on the embedded lab here. The queue count of a kernel guest (``ethtool -L``) is live in
-the guest, but a kernel guest carries TCP sessions, not labgen's numbered frames, so reconf has no way to
-count what it loses (:data:`NOT_MEASURABLE`). vhost-net worker pins need ``/dev/vhost-net``, which this
-host lacks.
+rings are live only on the embedded lab here. A kernel guest carries no labgen frames (virtio_net, not a
+forwarder, owns its NIC): reconf counts its loss with iperf3's numbered UDP datagrams instead
+(:mod:`labctl.workload.udp`), to 0.1 s. vhost-net worker pins need ``/dev/vhost-net``, which this host lacks.
 """
 
 from __future__ import annotations
@@ -62,13 +64,13 @@ if TYPE_CHECKING:
 
 #: The live changes, by knob (``guest.pinning.vcpus.N`` stands for every vCPU index).
 LIVE_KNOBS = ("workload.rxd", "workload.txd", "workload.burst", "guest.pinning.vhost", "vswitch.pmd_rxq_rebalance",
-              "guest.pinning.vcpus.N", "guest.pinning.emulator")
+              "guest.pinning.vcpus.N", "guest.pinning.emulator", "workload.guest_queues")
 #: Forwarder settings the embedded lab's guest testpmd changes on its running ports.
 FORWARDER_KNOBS = ("workload.rxd", "workload.txd", "workload.burst")
 REBALANCE = "vswitch.pmd_rxq_rebalance"
-#: What reconf cannot measure, with the reason.
-NOT_MEASURABLE = ("a kernel guest (workload.kind tcp_stream or tcp_rr) carries TCP sessions, not labgen's numbered "
-                  "frames: reconf has nothing to count its loss with")
+#: What soak cannot measure on a kernel guest, with the reason.
+NOT_MEASURABLE = ("a kernel guest (workload.kind tcp_stream or tcp_rr) carries no labgen frames: its NIC is the "
+                  "kernel driver's, not a forwarder's")
 EXEC_TIMEOUT_S = 300.0
 
 
@@ -178,8 +180,6 @@ def _cpus(change: Change) -> frozenset[int]:
 def plan_changes(loaded: LoadedProfile, plan: LabPlan, changes: list[Change]) -> list[LiveAction]:
     """The actions of ``changes`` on a lab of ``plan``'s shape, every one checked before anything starts:
     a change with no live path here is a NotLiveError (exit 2) naming the knob and the reason."""
-    if plan.tcp is not None:
-        raise NotLiveError(f"reconf of {loaded.profile.name}: {NOT_MEASURABLE} (allowed: a forward workload)")
     actions: list[LiveAction] = []
     vcpus: dict[int, frozenset[int]] = {}
     emulator: frozenset[int] | None = None
@@ -195,6 +195,12 @@ def plan_changes(loaded: LoadedProfile, plan: LabPlan, changes: list[Change]) ->
                                            "but reads none of its settings back)")
             _validated(loaded, change)
             actions.append(_forwarder_action(plan, change))
+        elif knob == "workload.guest_queues":
+            if plan.tcp is None:
+                raise _refuse(knob, value, "the queue count of the guest's kernel driver: a kernel guest's (workload.kind "
+                                           "tcp_stream or tcp_rr); a DPDK forwarder's queues are its start-up options")
+            _validated(loaded, change)
+            actions.append(GuestQueues(int(value), plan.nics[0].mac))
         elif knob == "guest.pinning.vhost":
             if plan.vswitch.kind != "ovs-dpdk":
                 why = ("on the testpmd vswitch labgen is the host side: its lcores are the measuring instrument"
@@ -495,6 +501,43 @@ def check_domain_changes(changes: Any, xml: str, source: str) -> None:
     if edit.restart_needed:
         raise NotLiveError(f"{source}: {', '.join(changes.knobs())}: cannot be made live here: the domain must be "
                            "restarted for it (NIC queues or rings, hugepages) (allowed: vCPU and emulator pins)")
+
+
+@dataclass
+class GuestQueues(InLab):
+    """The queue pairs a kernel guest's virtio_net uses (``ethtool -L IF combined N`` in the guest, through the
+    appliance's control channel: its ``QUEUES`` command); read back with ``ethtool -l`` in the guest."""
+
+    queues: int
+    mac: str
+    reply: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"workload.guest_queues -> {self.queues} (ethtool -L combined {self.queues} in the guest)"
+
+    @property
+    def knobs(self) -> list[str]:
+        return [f"workload.guest_queues={self.queues}"]
+
+    def apply(self, lab: Any) -> list[str]:
+        from labctl.errors import WorkloadError
+        from labctl.lab.libvirt.kernel import CHANNEL_TIMEOUT_S
+
+        channel = getattr(lab, "channel", None)
+        if channel is None:
+            raise UserError("this lab has no guest control channel (allowed: a kernel guest)")
+        start = channel.mark()
+        channel.send(f"QUEUES {self.mac} {self.queues}")
+        _end, reply = channel.wait("LABCTL-QUEUES", start, CHANNEL_TIMEOUT_S, "ethtool -L in the guest")
+        self.reply = reply if isinstance(reply, dict) else {"message": str(reply)}
+        if self.reply.get("rc") not in (0, None):
+            raise WorkloadError(f"ethtool -L combined {self.queues} in the guest: {self.reply.get('message')}")
+        return [f"ethtool -L combined {self.queues}: rc {self.reply.get('rc')}"]
+
+    def read_back(self, lab: Any) -> dict[str, Any]:
+        nic = self.reply.get("nic") or {}
+        return {k: nic.get(k) for k in ("ifname", "combined", "max_combined") if k in nic} or {"reply": self.reply}
 
 
 # ---- the user's own command ------------------------------------------------------------------------------

@@ -67,13 +67,16 @@ class HeldResult:
                 "error": self.record.error, "load": self.load.to_dict()}
 
 
-def check_measurer(loaded: LoadedProfile) -> None:
+def check_measurer(loaded: LoadedProfile, kernel_ok: bool = False) -> None:
     """reconf and soak count loss by labgen's sequence numbers and send stamps: a forward workload, labgen as
-    the host side, one guest (pvp). UserError naming the field otherwise."""
+    the host side, one guest (pvp); ``kernel_ok``: a kernel guest too (reconf counts its loss with iperf3's
+    numbered datagrams, :mod:`labctl.workload.udp`). UserError naming the field otherwise."""
     from labctl.lab.live_changes import NOT_MEASURABLE
 
     w = loaded.profile.workload
     if w.kind != "forward":
+        if kernel_ok:
+            return
         raise UserError(f"workload.kind {w.kind}: {NOT_MEASURABLE} (allowed: forward)")
     if w.generator != "labgen":
         raise UserError(f"workload.generator {w.generator}: reconf and soak count loss by labgen's sequence numbers "
@@ -155,6 +158,17 @@ def check_load(rate: str | None, at: str | None) -> Rate | None:
         raise UserError("--rate max: a live change is timed against a paced load (allowed: a rate such as "
                         "0.5Mpps or 40%)")
     return parsed
+
+
+def kernel_load(rate: str | None, at: str | None) -> LoadPoint:
+    """A kernel guest's load (iperf3's UDP datagrams): a rate in packets per second, given; no NDR is stored for
+    a kernel guest and no maximum is measured to take a share of."""
+    given = check_load(rate, at)
+    if given is None or given.kind != "pps":
+        shown = f"--rate {rate}" if rate is not None else (f"--at {at}" if at is not None else "no --rate")
+        raise UserError(f"{shown}: a kernel guest's reconf holds iperf3 UDP datagrams at a rate given in packets per "
+                        "second (allowed: --rate 20kpps, --rate 0.05Mpps)")
+    return LoadPoint(given, f"--rate {given} (iperf3 UDP datagrams of 64 bytes)", {})
 
 
 def choose_load(loaded: LoadedProfile, db: str | Path, rate: str | None, at: str | None, command: str) -> LoadPoint:

@@ -41,8 +41,8 @@ from labctl.lab.live_changes import (DomainChanges, ExecCommand, LiveAction, che
                                      parse_changes, plan_changes)
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
-from labctl.measure.load_point import (HeldResult, LoadPoint, check_measurer, choose_load, held_trial, sleep_until,
-                                      wait_armed)
+from labctl.measure.load_point import (HeldResult, LoadPoint, check_measurer, choose_load, held_trial, kernel_load,
+                                      sleep_until, wait_armed)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
@@ -105,7 +105,7 @@ def prepare(loaded: LoadedProfile, request: ReconfRequest, db: Any, render_xml: 
     the knob and the reason), the program of ``--exec`` exists, the load (``--rate``, or the stored NDR), and
     the lab's own pre-flight check. ``render_xml``: the lab domain's XML (for ``--advice``: what its edit needs)."""
     check_request(request)
-    check_measurer(loaded)
+    check_measurer(loaded, kernel_ok=True)
     plan = derive(loaded.profile)
     actions: list[LiveAction]
     if request.exec_argv is not None:
@@ -119,7 +119,8 @@ def prepare(loaded: LoadedProfile, request: ReconfRequest, db: Any, render_xml: 
         actions = [DomainChanges(request.advice, loaded.profile.libvirt_uri, request.advice_source)]
     else:
         actions = plan_changes(loaded, plan, parse_changes(request.changes))
-    load = choose_load(loaded, db, request.rate, request.at, "reconf")
+    load = kernel_load(request.rate, request.at) if plan.tcp is not None else \
+        choose_load(loaded, db, request.rate, request.at, "reconf")
     check_measurable(loaded.profile)
     return ReconfPlan(actions, load, request.window_s)
 
@@ -149,7 +150,7 @@ def _latency(window: Any) -> dict[str, Any]:
         if lat.count else {"count": 0}
 
 
-class _Change:
+class ChangeMade:
     """The change in flight: its start c0 and end c1 on labctl's clock, what each action did, read back."""
 
     def __init__(self, actions: list[LiveAction]):
@@ -190,7 +191,7 @@ def measure_change(trial: Trial, actions: list[LiveAction], rate: Any, window_s:
     lab, phase, plan = trial.lab, trial.phase, trial.lab.plan
     gen, spec = held_trial(trial, rate, 2 * window_s, BIN_S, DRAIN_S, "reconf")
     monitor = ThreadMonitor(dict(lab.pids))
-    change = _Change(actions)
+    change = ChangeMade(actions)
     trial.busy.start()
     phase("warm-up")
     gen.start_trial(spec)
@@ -225,7 +226,7 @@ def measure_change(trial: Trial, actions: list[LiveAction], rate: Any, window_s:
     lab.stop_forwarding()
 
 
-def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: _Change, window_s: float,
+def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: ChangeMade, window_s: float,
           report: Any) -> None:
     from labctl.dpdk.labgen import LabgenResult
 
@@ -300,30 +301,32 @@ def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: _
     if net < 0:
         record.details["reconf"]["note"] = (f"the no-change window lost more ({quiet.lost}) than the window after the "
                                             f"change ({after.lost}): the change cost nothing measurable")
-    _warn(record, result, change, window_s, after_change, dropped_lost + dropped_refused)
+    if not result.valid:
+        record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): what it "
+                               "counts as lost may be its own")
+    if dropped_lost + dropped_refused:
+        record.warnings.append(f"labgen's gap log was full: {dropped_lost + dropped_refused} gaps are missing from "
+                               "the outages")
+    record.warnings.extend(change_warnings(change, window_s, after_change))
     record.details["threads"] = [t.__dict__ for t in report.threads if t.cpu_pct >= 1.0]
     record.warnings.extend(report.warnings())
     shared = bool(report.shared_busy_cpus) or lab.pollers > len(os.sched_getaffinity(0))
     record.env = lab.environment(lab.pins(), shared)
 
 
-def _warn(record: TrialRecord, result: Any, change: _Change, window_s: float, after: list[timeline.Outage],
-          dropped: int) -> None:
+def change_warnings(change: ChangeMade, window_s: float, after: list[timeline.Outage]) -> list[str]:
+    """What makes a cost a lower bound or a change doubtful, whatever counted the loss."""
+    out = []
     took_s = (change.c1 - change.c0) / 1e9
-    if not result.valid:
-        record.warnings.append(f"invalid trial: the generator fell behind its schedule ({result.reason}): what it "
-                               "counts as lost may be its own")
     if took_s > window_s / 2:
-        record.warnings.append(f"the change took {took_s:.2f} s, more than half the {window_s:g} s window: the cost "
-                               "is a lower bound (use a longer --window)")
+        out.append(f"the change took {took_s:.2f} s, more than half the {window_s:g} s window: the cost is a lower "
+                   "bound (use a longer --window)")
     if any(o.tail for o in after):
-        record.warnings.append("an outage lasted to the end of the window: the cost is a lower bound (use a longer "
-                               "--window)")
-    if dropped:
-        record.warnings.append(f"labgen's gap log was full: {dropped} gaps are missing from the outages")
+        out.append("an outage lasted to the end of the window: the cost is a lower bound (use a longer --window)")
     for label, back in change.read_back.items():
         if isinstance(back, dict) and back.get("exit_code") not in (None, 0) and label.startswith("--exec"):
-            record.warnings.append(f"{label}: exit code {back['exit_code']}")
+            out.append(f"{label}: exit code {back['exit_code']}")
+    return out
 
 
 def run_reconf(loaded: LoadedProfile, prepared: ReconfPlan, db: Any, on_event: OnEvent | None = None,
@@ -342,7 +345,12 @@ def run_reconf(loaded: LoadedProfile, prepared: ReconfPlan, db: Any, on_event: O
 
         def measurement(trial: Trial) -> None:
             trial.record.config[CHANGE_KEY] = change
-            measure_change(trial, prepared.actions, prepared.load.rate, prepared.window_s, on_event)
+            if trial.lab.plan.tcp is not None:  # a kernel guest: iperf3's numbered datagrams
+                from labctl.measure.reconf_kernel import measure_kernel_change
+
+                measure_kernel_change(trial, prepared.actions, prepared.load.rate, prepared.window_s, on_event)
+            else:
+                measure_change(trial, prepared.actions, prepared.load.rate, prepared.window_s, on_event)
 
         record = trial_loop(loaded, labs, measurement, on_event=on_event)
         record.config.setdefault(CHANGE_KEY, change)

@@ -57,6 +57,8 @@ def _ms(seconds: float) -> str:
 
 
 def _lat(d: dict[str, Any] | None) -> str:
+    if d and d.get("note"):
+        return str(d["note"])
     if not d or not d.get("count"):
         return "none received"
     return f"{d['p50_us']:.1f}/{d['p99_us']:.1f}/{d['max_us']:.1f} us"

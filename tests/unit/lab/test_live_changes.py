@@ -5,6 +5,7 @@ a change became is read from the lab, not from the request."""
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -46,9 +47,42 @@ def test_a_change_that_is_not_live_here_is_refused_with_the_knob_and_reason(prof
     assert "\n" not in text and err.value.exit_code == 2
 
 
-def test_a_kernel_guest_is_refused_as_a_whole():
-    with pytest.raises(NotLiveError, match="carries TCP sessions, not labgen's numbered frames"):
-        actions(TCP, "guest.pinning.vcpus.0=1")
+def test_a_kernel_guests_queue_count_and_pins_are_live():
+    queues, pins = actions(TCP, "workload.guest_queues=1", "guest.pinning.vcpus.0=0")
+    assert queues.knobs == ["workload.guest_queues=1"] and pins.knobs == ["guest.pinning.vcpus.0=0"]
+    with pytest.raises(NotLiveError, match="workload.guest_queues=2: cannot be made live here: the queue count of the "
+                                           "guest's kernel driver: a kernel guest's"):
+        actions(QUICK, "workload.guest_queues=2")
+    with pytest.raises(UserError, match=r"--change workload.guest_queues=9: "):
+        actions(TCP, "workload.guest_queues=9")  # more than the NIC's queue pairs: the rules say so
+
+
+class FakeChannel:
+    def __init__(self, rc: int = 0):
+        self.sent: list[str] = []
+        self.rc = rc
+
+    def mark(self) -> int:
+        return 0
+
+    def send(self, line: str) -> None:
+        self.sent.append(line)
+
+    def wait(self, tag, after, timeout_s, what, match=None):
+        n = int(self.sent[-1].rsplit(" ", 1)[1])
+        return 1, {"rc": self.rc, "message": "" if not self.rc else "Invalid argument",
+                   "nic": {"ifname": "eth0", "combined": n if not self.rc else 1, "max_combined": 2}}
+
+
+def test_the_queue_count_is_set_over_the_channel_and_read_back():
+    (action,) = actions(TCP, "workload.guest_queues=2")
+    lab = types.SimpleNamespace(channel=FakeChannel())
+    assert action.apply(lab) == ["ethtool -L combined 2: rc 0"]
+    assert lab.channel.sent == [f"QUEUES {derive(load(TCP).profile).nics[0].mac} 2"]
+    assert action.read_back(lab) == {"ifname": "eth0", "combined": 2, "max_combined": 2}
+    (failing,) = actions(TCP, "workload.guest_queues=2")
+    with pytest.raises(WorkloadError, match="ethtool -L combined 2 in the guest: Invalid argument"):
+        failing.apply(types.SimpleNamespace(channel=FakeChannel(rc=1)))
 
 
 @pytest.mark.parametrize(("change", "message"), [
