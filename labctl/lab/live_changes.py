@@ -12,7 +12,7 @@ change                                     lab                                ho
 =========================================  =================================  ===========================================
 ``workload.rxd`` / ``workload.txd``        embedded (testpmd or OVS vswitch)  the guest testpmd: ``stop``, ``port stop all``,
                                                                               ``port config all rxd|txd N``, ``port start
-                                                                              all``, ``start``; ``show rxq|txq info P 0``
+                                                                              all``, ``start``; ``show config rxtx``
 ``workload.burst``                         embedded                           ``stop``, ``set burst N``, ``start``; ``show
                                                                               config rxtx`` (packets/burst)
 ``guest.pinning.vhost`` (OVS's PMDs)       ``vswitch.kind: ovs-dpdk``         ``other_config:pmd-cpu-mask``; the PMDs in
@@ -254,8 +254,23 @@ class InLab:
 
 # ---- the embedded guest's testpmd --------------------------------------------------------------------
 
-_DESCRIPTORS = {"rxd": re.compile(r"Number of RXDs:\s*(\d+)"), "txd": re.compile(r"Number of TXDs:\s*(\d+)")}
+_PORT = re.compile(r"^\s*port (\d+): RX queue number")
+_DESCRIPTORS = {"rxd": re.compile(r"RX desc=(\d+)"), "txd": re.compile(r"TX desc=(\d+)")}
 _BURST = re.compile(r"packets/burst=(\d+)")
+
+
+def descriptors(text: str, which: str) -> dict[int, int]:
+    """Each port's descriptors of its first queue in ``show config rxtx`` (testpmd 22.11 config.c
+    rxtx_config_display: the ring size the driver reports, else, as for virtio_user, whose PMD has no queue
+    info (rte_eth_rx_queue_info_get: -ENOTSUP), the size testpmd set the running queue up with)."""
+    found: dict[int, int] = {}
+    port = None
+    for line in text.splitlines():
+        if (match := _PORT.match(line)) is not None:
+            port = int(match.group(1))
+        elif port is not None and port not in found and (match := _DESCRIPTORS[which].search(line)):
+            found[port] = int(match.group(1))
+    return found
 
 
 def _testpmd(lab: Any) -> Any:
@@ -300,13 +315,8 @@ class ForwarderRings(InLab):
                                         "port start all", "start"])
 
     def read_back(self, lab: Any) -> dict[str, Any]:
-        proc = _testpmd(lab)
-        kind = "rxq" if self.which == "rxd" else "txq"
-        found: dict[str, Any] = {}
-        for port in range(len(self.nics)):
-            match = _DESCRIPTORS[self.which].search(proc.command(f"show {kind} info {port} 0"))
-            found[f"port{port}.{self.which}"] = int(match.group(1)) if match else None
-        return found
+        found = descriptors(_testpmd(lab).command("show config rxtx"), self.which)
+        return {f"port{port}.{self.which}": found.get(port) for port in range(len(self.nics))}
 
 
 
