@@ -201,14 +201,37 @@ def _per_s(counts: list[int], bin_s: float) -> list[float]:
 
 
 def _latency_axis(ax, xs: list[float], series: dict[str, Any]) -> None:
+    """p50, p99 and max latency per bin on a log axis labelled in plain numbers (mathtext is off)."""
+    from matplotlib.ticker import FuncFormatter
+
+    drawn = False
     for key, style in (("p50_us", "-"), ("p99_us", "-"), ("max_us", ":")):
         ys = [v if v else float("nan") for v in series.get(key, [])]
-        if ys:
+        if any(v == v for v in ys):
             ax.plot(xs[:len(ys)], ys, style, linewidth=0.9, label=key.removesuffix("_us"))
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "latency not measured", transform=ax.transAxes, ha="center", va="center", fontsize=8)
+        ax.set_yticks([])
+        return
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
     ax.set_ylabel("latency (us)")
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="upper right", ncols=3)
+
+
+def _rates(ax, xs: list[float], offered: list[int], received: list[int], bin_s: float) -> None:
+    """Received against offered rate per bin, and the frames lost in each bin as red bars: a dip of both lines
+    is the generator's own pause (on a shared host), red is loss."""
+    ax.plot(xs, _per_s(received, bin_s), color="#1e8449", linewidth=1.0, label="received")
+    ax.plot(xs, _per_s(offered, bin_s), color="#34495e", linewidth=0.8, linestyle="--", label="offered")
+    lost = [max(o - r, 0) / bin_s / 1e6 for o, r in zip(offered, received)]
+    if any(lost):
+        ax.bar(xs, lost, width=bin_s, align="edge", color=OUTAGE_COLOUR, alpha=0.8, label="lost (rate)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
 
 
 def reconf_timeline(trial: dict[str, Any]) -> str | None:
@@ -229,8 +252,7 @@ def reconf_timeline(trial: dict[str, Any]) -> str | None:
                                  gridspec_kw={"width_ratios": [3, 2]})
         for col, span in enumerate((None, zoom)):
             top, bottom = axes[0][col], axes[1][col]
-            top.plot(xs, _per_s(series["offered"], bin_s), color="#95a5a6", linewidth=1.0, label="offered")
-            top.plot(xs, _per_s(series["received"], bin_s), color="#1e8449", linewidth=1.0, label="received")
+            _rates(top, xs, series["offered"], series["received"], bin_s)
             _latency_axis(bottom, xs, series)
             for ax in (top, bottom):
                 ax.axvspan(0, max(trial.get("change_took_s", 0), bin_s / 4), color=CHANGE_COLOUR, alpha=0.25)
@@ -240,14 +262,12 @@ def reconf_timeline(trial: dict[str, Any]) -> str | None:
                                alpha=0.35, linewidth=0)
                 if span is not None:
                     ax.set_xlim(*span)
-            top.set_ylim(bottom=0)
-            top.set_ylabel("Mpps per 10 ms bin" if col == 0 else "")
-            top.grid(True, alpha=0.3)
+            top.set_ylabel(f"Mpps per {bin_s * 1000:.2g} ms bin" if col == 0 else "")
             top.set_title("the whole trial" if span is None else "around the change", fontsize=9)
             bottom.set_xlabel("seconds from the change's start")
         axes[0][0].legend(fontsize=7, loc="lower left")
-        fig.suptitle(f"trial {trial['trial']}: {trial.get('change', '')} (blue: the change; red: outages)",
-                     fontsize=9)
+        fig.suptitle(f"trial {trial['trial']}: {trial.get('change', '')} (blue: the change; red: outages and the "
+                     "frames lost per bin)", fontsize=9)
         fig.tight_layout()
         return _svg(fig, plt)
 
@@ -263,9 +283,10 @@ def soak_timeline(trial: dict[str, Any]) -> str | None:
     plt = _plt()
     with plt.rc_context({"text.parse_math": False}):
         fig, (top, bottom) = plt.subplots(2, 1, figsize=(9.4, 5.8), dpi=100, sharex=True)
-        top.plot(xs, _per_s([p["offered"] for p in points], bin_s), color="#95a5a6", linewidth=1.0, label="offered")
         top.plot(xs, _per_s([p["received"] for p in points], bin_s), color="#1e8449", linewidth=1.0,
                  label="received")
+        top.plot(xs, _per_s([p["offered"] for p in points], bin_s), color="#34495e", linewidth=0.8, linestyle="--",
+                 label="offered")
         top.set_ylim(bottom=0)
         top.set_ylabel("Mpps")
         lost = top.twinx()
