@@ -473,6 +473,7 @@ class DomainChanges:
     changes: Any  # labctl.domain_edit.changes.Changes
     uri: str
     source: str  # "the advice of run N"
+    notes: list[str] = field(default_factory=list)  # what of the advice was left out, and why
 
     @property
     def label(self) -> str:
@@ -486,7 +487,8 @@ class DomainChanges:
         from labctl.domain_edit.live import apply_live
 
         result = apply_live(_domain(lab).dom.name(), self.uri, self.changes)
-        return list(result.applied_live) + [f"defined: {line}" for line in result.edit.lines] + list(result.notes)
+        return list(self.notes) + list(result.applied_live) + [f"defined: {line}" for line in result.edit.lines] + \
+            list(result.notes)
 
     def read_back(self, lab: Any) -> dict[str, Any]:
         return qemu_pins(lab)

@@ -115,8 +115,14 @@ def prepare(loaded: LoadedProfile, request: ReconfRequest, db: Any, render_xml: 
             raise UserError(f"--advice: labctl apply changes a libvirt domain; {loaded.profile.name} is an "
                             f"{plan.lab} lab (allowed: a libvirt profile)")
         assert render_xml is not None
-        check_domain_changes(request.advice, render_xml(), request.advice_source)
-        actions = [DomainChanges(request.advice, loaded.profile.libvirt_uri, request.advice_source)]
+        changes, notes = request.advice, []
+        if getattr(changes, "vhostpin", None):
+            # on the lab's domain the "vhost" CPUs are its host side's (labgen's workers), not vhost-net threads
+            notes.append(f"left out guest.pinning.vhost={changes.vhostpin}: on the lab's own domain it is the host "
+                         "side's CPUs, which stay; labctl apply pins vhost-net threads through its qemu hook")
+            changes = replace(changes, vhostpin=None)
+        check_domain_changes(changes, render_xml(), request.advice_source)
+        actions = [DomainChanges(changes, loaded.profile.libvirt_uri, request.advice_source, notes)]
     else:
         actions = plan_changes(loaded, plan, parse_changes(request.changes))
     load = kernel_load(request.rate, request.at) if plan.tcp is not None else \
