@@ -115,6 +115,18 @@ def wait_armed(gen: Labgen, timeout_s: float = 10.0) -> dict[str, Any]:
         signals.sleep(0.01)
 
 
+def wait_running(gen: Labgen, timeout_s: float = 30.0) -> dict[str, Any]:
+    """labgen's stats once the measured phase began (state ``running`` or later): its start is final then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = gen.stats()
+        if stats.get("state") in ("running", "draining", "done"):
+            return stats
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"labgen: trial {stats.get('trial')} still {stats.get('state')} after {timeout_s:.0f} s")
+        signals.sleep(0.002)
+
+
 def sleep_until(mono_ns: float) -> None:
     """Sleep (a cancel or SIGTERM wakes it) until ``time.monotonic_ns()`` reaches ``mono_ns``."""
     left = (mono_ns - time.monotonic_ns()) / 1e9

@@ -24,7 +24,10 @@ the window's end). What the change did is read back from the lab afterwards
 (:meth:`labctl.lab.live_changes.LiveAction.read_back`).
 
 Nothing polls labgen during the two windows (a telemetry command wakes a thread that, on a 2-vCPU host, may
-take the sending lcore's CPU): the schedule is read during the warm-up and everything else after the drain.
+take the sending lcore's CPU) but once as the no-change window begins: the window's start is final only then
+(a pause of labgen's CPU during the warm-up moves it later: the pause rule), and the change is timed from it.
+Everything else is read after the drain. Outages past the window after the change (the trial ran on, longer
+when labgen paused) are listed as ``later`` and not charged to the change.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from labctl.lab.live_changes import (DomainChanges, ExecCommand, LiveAction, che
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
 from labctl.measure.load_point import (HeldResult, LoadPoint, check_measurer, choose_load, held_trial, kernel_load,
-                                      sleep_until, wait_armed)
+                                      sleep_until, wait_armed, wait_running)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
@@ -203,9 +206,11 @@ def measure_change(trial: Trial, actions: list[LiveAction], rate: Any, window_s:
     gen.start_trial(spec)
     try:
         armed = wait_armed(gen)
-        schedule = gen.trial_clock(armed)
-        run_mono = schedule.mono_ns(int(armed["run_tsc"]))
-        sleep_until(run_mono)
+        sleep_until(gen.trial_clock(armed).mono_ns(int(armed["run_tsc"])))
+        # pauses of labgen's CPU in the warm-up move the measured window's start later (the pause rule):
+        # read it once the window began, so that the change comes a whole window after it
+        running = wait_running(gen)
+        run_mono = gen.trial_clock(running).mono_ns(int(running["run_tsc"]))
         trial.busy.check("warm-up")
         monitor.start()
         phase("measure")
@@ -261,12 +266,15 @@ def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: C
     gaps_lost, dropped_lost = gen.gaps("lost")
     gaps_refused, dropped_refused = gen.gaps("refused")
     found = timeline.outages(gaps_lost + gaps_refused, clock, c0, run_mono)
-    after_change = [o for o in found if o.end_s > 0]
+    after_change = [o for o in found if o.end_s > 0 and o.start_s * 1e9 < after_end - c0]
     settle_mono = c0 + (max((o.end_s for o in after_change), default=(change.c1 - c0) / 1e9)) * 1e9
     settled = gen.window(*timeline.bin_range(clock, bin_cycles, max(settle_mono, change.c1), after_end))
     bins = gen.series(quiet_bins[0], change_bins[1])
 
     def where(o: timeline.Outage) -> str:
+        """before, across or after the change's start; later: past the window after it (not charged to it)."""
+        if o.start_s * 1e9 >= after_end - c0:
+            return "later"
         return "before" if o.end_s <= 0 else ("after" if o.start_s >= 0 else "across")
 
     outages = [{**o.to_dict(), "window": where(o)} for o in found]

@@ -100,7 +100,8 @@ def _fill(trial: Trial, test: udp.UdpTest, rate_pps: float, launch: int, ended: 
     net = lost_a - baseline
     lost_packets = max(int(round(net)), 0)
     found = _outages(test.intervals, start_mono, c0)
-    after_change = [o for o in found if o.end_s > 0]
+    span_s = len(after) * udp.INTERVAL_S  # the window after the change, from its start
+    after_change = [o for o in found if o.end_s > 0 and o.start_s < span_s]
     received = sum(i.packets for i in test.intervals)
     record.metrics = Metrics(offered_mpps=rate_pps / 1e6, achieved_mpps=test.sent / test.seconds / 1e6 if test.seconds
                              else None, mpps=received / test.seconds / 1e6 if test.seconds else None,
@@ -110,6 +111,8 @@ def _fill(trial: Trial, test: udp.UdpTest, rate_pps: float, launch: int, ended: 
                              longest_outage_s=max((o.length_s for o in after_change), default=0.0))
 
     def where(o: Outage) -> str:
+        if o.start_s >= span_s:
+            return "later"
         return "before" if o.end_s <= 0 else ("after" if o.start_s >= 0 else "across")
 
     def offered(intervals: list[udp.Interval]) -> int:

@@ -166,12 +166,13 @@ def _compose(soak: _Soak, record: TrialRecord, stopped_at_s: float, complete: bo
 
     assert soak.clock is not None
     clock = soak.gen.trial_clock(stats) if stats is not None else soak.clock
-    bins = soak.bins
+    bins = soak.bins  # a bin counts when it began before the soak stopped (an interrupted soak's are empty after)
     width = timeline.bin_width_s(clock, soak.bin_cycles)
     host = _stall_seconds(soak.sampler.seconds(), soak.run_mono)
     stall_at = {math.floor(h["t_s"]) for h in host if h["stall"]}
     series = []
     by_second = {math.floor(h["t_s"]): h for h in host}
+    bins = [b for b in bins if timeline.bin_start_s(clock, soak.bin_cycles, b.index, soak.run_mono) < stopped_at_s]
     for b in bins:
         t_s = timeline.bin_start_s(clock, soak.bin_cycles, b.index, soak.run_mono)
         h = by_second.get(math.floor(t_s + 1e-6), {})

@@ -97,15 +97,16 @@ def reconf_lines(record: "TrialRecord", limit: int = 10) -> list[str]:
         lines.append(f"lost to the change: {m.lost_packets} packets ({after.get('lost', 0)} in the {after.get('s', 0):.2f} s "
                      f"after it, net of {w.get('baseline_lost', 0):g} for the {before.get('s', 0):.2f} s without it); "
                      f"implied time lost {_ms(m.time_lost_s or 0)} at {offered / 1e6:.4f} Mpps offered")
-    outages = [o for o in r.get("outages") or [] if o.get("window") != "before"]
+    outages = [o for o in r.get("outages") or [] if o.get("window") in ("after", "across")]
     lines.append(f"outages from the change's start: {len(outages)}" + (":" if outages else ""))
     lines += [f"  {outage_line(o)}" for o in outages[:limit]]
     if len(outages) > limit:
         lines.append(f"  ... {len(outages) - limit} more")
-    quiet = [o for o in r.get("outages") or [] if o.get("window") == "before"]
-    if quiet:
-        lines.append(f"outages in the no-change window: {len(quiet)} ({sum(o['lost'] + o['refused'] for o in quiet)} "
-                     "missing)")
+    for window, words in (("before", "in the no-change window"), ("later", "past the window after the change")):
+        others = [o for o in r.get("outages") or [] if o.get("window") == window]
+        if others:
+            lines.append(f"outages {words}: {len(others)} ({sum(o['lost'] + o['refused'] for o in others)} missing, "
+                         "not charged to the change)")
     lat = r.get("latency") or {}
     lines.append(f"latency p50/p99/max: before {_lat(lat.get('before'))}; after {_lat(lat.get('after'))} "
                  f"(from {lat.get('after_from_s', 0):+.3f} s)")

@@ -243,7 +243,7 @@ def reconf_timeline(trial: dict[str, Any]) -> str | None:
         return None
     bin_s, t0 = series["bin_s"], series["t0_s"]
     xs = [t0 + i * bin_s for i in range(len(series["offered"]))]
-    after = [o for o in trial.get("outages", []) if o.get("window") != "before"]
+    after = [o for o in trial.get("outages", []) if o.get("window") in ("after", "across")]
     zoom_end = max([o["end_s"] for o in after] + [trial.get("change_took_s", 0)]) + 0.25
     zoom = (-0.25, max(zoom_end, 0.5))
     plt = _plt()
