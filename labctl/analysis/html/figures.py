@@ -262,7 +262,7 @@ def reconf_timeline(trial: dict[str, Any]) -> str | None:
                                alpha=0.35, linewidth=0)
                 if span is not None:
                     ax.set_xlim(*span)
-            top.set_ylabel(f"Mpps per {bin_s * 1000:.2g} ms bin" if col == 0 else "")
+            top.set_ylabel(f"Mpps per {round(bin_s * 1000, 1):g} ms bin" if col == 0 else "")
             top.set_title("the whole trial" if span is None else "around the change", fontsize=9)
             bottom.set_xlabel("seconds from the change's start")
         axes[0][0].legend(fontsize=7, loc="lower left")
