@@ -19,11 +19,16 @@ labgen:
 demo: setup
 	@scripts/demo.sh
 
+# the unit and TUI tests in parallel on every CPU (pytest-xdist), then, one at a time, every test that
+# needs the host to itself (marked serial: everything outside tests/unit and tests/tui, and the few
+# there that measure busy spinners or a terminal's timing; tests/conftest.py)
 test: setup
-	$(PY) -m pytest -q -ra --durations=25 tests
+	$(PY) -m pytest -q -ra -n auto -m "not serial" tests
+	$(PY) -m pytest -q -ra --durations=25 -m serial tests
 
 test-unit: setup
-	$(PY) -m pytest -q -ra tests/unit
+	$(PY) -m pytest -q -ra -n auto -m "not serial" tests/unit tests/tui
+	$(PY) -m pytest -q -ra -m "serial and not integration" tests/unit tests/tui
 
 test-integration: setup
 	$(PY) -m pytest -q -ra -m integration tests

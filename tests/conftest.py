@@ -9,6 +9,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DOMAINS = ROOT / "domains"
 
 
+def pytest_collection_modifyitems(items):
+    """Only the unit and TUI tests run in parallel (make test: pytest-xdist); every other test (the
+    integration tests, the fault matrix, the store and file faults) is ``serial``: it runs after them,
+    one at a time, with the host to itself."""
+    for item in items:
+        if not str(item.fspath).startswith((str(ROOT / "tests" / "unit"), str(ROOT / "tests" / "tui"))):
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path, monkeypatch, request):
     """Every test gets its own state, run and log directories. Unit tests get their own CPU locks too;

@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 from tests.tmux_support import Pane, needs_tmux
 from tests.tui.conftest import GRID
 
-pytestmark = needs_tmux
+pytestmark = [needs_tmux, pytest.mark.serial]  # a terminal's timing: not beside the parallel unit tests
 GRID_R5 = ROOT / "benchmarks" / "data" / "embedded-grid-r5.jsonl"
 SCREEN_KEYS = "h Host l Labs s Sweep r Results a Advice q Quit"
 

@@ -21,17 +21,30 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 PROBE_TIMEOUT_S = 15.0
 
 
+#: A path in a one-line error is shown whole up to this length, else its start and end around an ellipsis.
+SHOWN_PATH_CHARS = 160
+
+
+def _cut(path: str) -> str:
+    """``path`` as an error shows it: whole, or, beyond :data:`SHOWN_PATH_CHARS`, its start and its end
+    (the file's name) around ``…``, so a cut path never reads as another, shorter one."""
+    if len(path) <= SHOWN_PATH_CHARS:
+        return path
+    half = SHOWN_PATH_CHARS // 2
+    return f"{path[:half]}…{path[-half:]}"
+
+
 def binary_problem(path: str) -> str | None:
     """Why ``path`` cannot be a build's binary, or None: an absolute path to an executable regular file
     (symlinks resolved), owned by root or by the user running labctl, that no other user may write."""
     if not os.path.isabs(path):
-        return f"{path[:80]!r} is not an absolute path (allowed: /path/to/an/executable)"
+        return f"{_cut(path)!r} is not an absolute path (allowed: /path/to/an/executable)"
     real = os.path.realpath(path)
     try:
         info = os.stat(real)
     except OSError as exc:
-        return f"{path[:80]}: {exc.strerror.lower()} (allowed: an existing executable file)"
-    shown = path[:80] if real == path else f"{path[:80]} (-> {real[:80]})"
+        return f"{_cut(path)}: {exc.strerror.lower()} (allowed: an existing executable file)"
+    shown = _cut(path) if real == path else f"{_cut(path)} (-> {_cut(real)})"
     if not stat.S_ISREG(info.st_mode):
         return f"{shown} is not a regular file (allowed: an executable file)"
     if not info.st_mode & 0o111 or not os.access(real, os.X_OK):
@@ -122,7 +135,7 @@ def _build(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
         kind = vswitch_kind_of(os.path.realpath(build.vswitch), tuple(sorted(build.env.items())))
         if kind != p.vswitch.kind:
             said = {"ovs-dpdk": "ovs-vswitchd", "testpmd": "a DPDK testpmd", None: "neither ovs-vswitchd nor DPDK"}[kind]
-            yield err(f"builds.{p.build}.vswitch", f"{build.vswitch[:80]} is {said} (allowed: a binary of "
+            yield err(f"builds.{p.build}.vswitch", f"{_cut(build.vswitch)} is {said} (allowed: a binary of "
                                                     f"vswitch.kind {p.vswitch.kind})")
     if build.qemu is not None and p.backend == "embedded":
         yield warn(f"builds.{p.build}.qemu", "the embedded lab runs no QEMU: this build's qemu has no effect")

@@ -11,6 +11,9 @@ import pytest
 
 from labctl.host.monitor import ThreadMonitor
 
+# the spinners must get their CPUs to themselves: not beside the parallel unit tests (make test)
+pytestmark = pytest.mark.serial
+
 SPIN = "import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nend = time.time() + 20\nwhile time.time() < end: pass\n"
 
 

@@ -109,3 +109,14 @@ def test_set_build_from_the_command_line(tmp_path):
 def test_seed_without_random_order_warns():
     loaded = validate_data(data(seed=3), "p.yaml", cpus=frozenset({0, 1}))
     assert [w.path for w in loaded.warnings] == ["seed"]
+
+
+def test_a_long_path_is_cut_in_the_middle_never_to_a_shorter_path(tmp_path):
+    deep = tmp_path.joinpath(*["d" * 40] * 5)
+    deep.mkdir(parents=True)
+    path = binary(deep, mode=0o644)
+    (problem,) = problems(data(builds={"x": {"forwarder": path}}))
+    shown = problem.removeprefix("builds.x.forwarder: ").split(" is not executable")[0]
+    assert len(path) > 160 and "…" in shown and len(shown) == 161
+    assert path.startswith(shown.split("…")[0]) and path.endswith(shown.split("…")[1])
+    assert shown.endswith("/dpdk-testpmd")  # the file's name stays
