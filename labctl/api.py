@@ -44,8 +44,8 @@ from labctl.analysis.face import (
 )
 from labctl.analysis.grouping import knob_value
 from labctl.analysis.html.page import render_run, write as write_page
-from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice, undo_domain,
-                                     verify_domain)
+from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice, resolve_changes,
+                                     undo_domain, verify_domain)
 from labctl.errors import Interrupted, LabError, ProfileError, Problem, UserError
 from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
@@ -57,7 +57,7 @@ from labctl.profile.load import ANY_CPU, LoadedProfile, load_profile
 from labctl.results.access import DEFAULT_DB, run_trials
 from labctl.results.interchange import import_files as import_runs, read_jsonl as read_trials_file
 from labctl.results.interchange import write_jsonl as write_trials_file
-from labctl.results.lines import describe_nics, trial_rate
+from labctl.results.lines import describe_nics, reconf_lines, soak_lines, trial_rate
 from labctl.results.metrics import ALIASES, DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric
 from labctl.results.record import SEARCH_ROLES, TrialRecord, plan_entry
 from labctl.signals import CancelScope
@@ -466,8 +466,6 @@ def reconf(loaded: LoadedProfile, changes: Iterable[str] = (), exec_argv: list[s
 
 def resolve_advice_changes(advice: Any):
     """The change set ``labctl apply --run N`` would make from ``advice`` (domain settings only), with notes."""
-    from labctl.domain_edit.face import resolve_changes
-
     return resolve_changes(advice=advice)
 
 
@@ -501,7 +499,6 @@ def reconf_cost(knobs: Iterable[str] = (), profile: str | Path | None = None, ad
     """What a ``labctl apply`` change (``--set`` knobs, a tuned profile or advice, as apply resolves them) cost
     where ``db`` holds a reconf trial of the same settings (``labctl apply --dry-run``): the newest such trial
     in words; ``[]`` when none (or no store)."""
-    from labctl.domain_edit.face import resolve_changes
     from labctl.measure.reconf import stored_cost  # lazy: lab
 
     changes, _notes = resolve_changes(list(knobs), profile, advice, nic)
@@ -510,6 +507,4 @@ def reconf_cost(knobs: Iterable[str] = (), profile: str | Path | None = None, ad
 
 def live_lines(record: TrialRecord) -> list[str]:
     """A reconf or soak trial in words (:func:`labctl.results.lines.reconf_lines` / ``soak_lines``)."""
-    from labctl.results.lines import reconf_lines, soak_lines
-
     return soak_lines(record) if "soak" in record.details else reconf_lines(record)
