@@ -272,9 +272,21 @@ def reconf_timeline(trial: dict[str, Any]) -> str | None:
         return _svg(fig, plt)
 
 
+def _event_rug(ax, events: list[dict[str, Any]]) -> None:
+    """Each loss event a red tick along the top of ``ax`` at its start, those at a host stall on a lower row:
+    a soak can hold hundreds of events, which full-height lines would paint over the series."""
+    for row, at_stall in ((0.97, False), (0.91, True)):
+        starts = [e["start_s"] for e in events if bool(e.get("host_stall")) == at_stall]
+        if starts:
+            ax.scatter(starts, [row] * len(starts), marker="|", s=60, linewidths=0.8, color=OUTAGE_COLOUR,
+                       alpha=0.9 if not at_stall else 0.6, transform=ax.get_xaxis_transform(), clip_on=False,
+                       label="loss event at a host stall" if at_stall else "loss event")
+
+
 def soak_timeline(trial: dict[str, Any]) -> str | None:
     """A soak second by second: received against offered rate and the packets lost in each second, latency
-    percentiles; loss events marked red (dashed where they fell at a host stall), host stalls shaded grey."""
+    percentiles; loss events as red ticks along the top (a lower row where they fell at a host stall), host stalls
+    shaded grey."""
     points = trial.get("series") or []
     if not points:
         return None
@@ -300,15 +312,12 @@ def soak_timeline(trial: dict[str, Any]) -> str | None:
             if h.get("stall"):
                 for ax in (top, bottom):
                     ax.axvspan(h["t_s"], h["t_s"] + 1.0, color=STALL_COLOUR, alpha=0.3, linewidth=0)
-        for e in trial.get("events", []):
-            for ax in (top, bottom):
-                ax.axvline(e["start_s"], color=OUTAGE_COLOUR, linewidth=0.8,
-                           linestyle="--" if e.get("host_stall") else "-", alpha=0.8)
+        _event_rug(top, trial.get("events", []))
         top.grid(True, alpha=0.3)
         top.legend(fontsize=7, loc="lower left")
         bottom.set_xlabel("seconds from the soak's start")
-        fig.suptitle(f"trial {trial['trial']}: {len(points)} points (red: loss events, dashed at a host stall; "
-                     "grey: host stalls)", fontsize=9)
+        fig.suptitle(f"trial {trial['trial']}: {len(points)} points (red ticks along the top: loss events, the "
+                     "lower row at a host stall; grey: host stalls)", fontsize=9)
         fig.tight_layout()
         return _svg(fig, plt)
 

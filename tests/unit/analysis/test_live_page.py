@@ -38,7 +38,7 @@ def test_a_soak_run_plots_its_seconds_with_loss_events_and_stalls(tmp_path):
     (live,) = doc["live"]
     assert len(live["series"]) == 120 and [e["host_stall"] for e in live["events"]] == [True, False]
     page = render_run(doc)
-    assert "soak trial" in page and "loss events, dashed at a host stall; grey: host stalls" in page
+    assert "soak trial" in page and "loss events, the lower row at a host stall; grey: host stalls" in page
     assert page.count("<svg") == 1
 
 
