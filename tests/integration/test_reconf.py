@@ -34,9 +34,15 @@ def reconf(cli, db, *args: str) -> dict:
 
 def test_rxd_256_to_1024_on_the_running_guest_costs_packets_after_the_change(no_leftovers, cli, tmp_path):
     """testpmd's port stop / config / start under 100 kpps: the port is gone for a while, labgen's frames are
-    refused or lost then; the outages lie after the change's start, and the time lost is lost / rate."""
-    result = reconf(cli, tmp_path / "labctl.db", str(DOMAINS / "quick.yaml"), *EMBEDDED, "--change",
-                    "workload.rxd=1024", "--rate", "0.1Mpps", "--window", "2")
+    refused or lost then; the outages lie after the change's start, and the time lost is lost / rate. Another
+    program on the host's CPUs can make labgen miss its schedule (the result then says it is not valid): one
+    retry for a result the host disturbed."""
+    for attempt in range(2):
+        db = tmp_path / f"labctl{attempt}.db"
+        result = reconf(cli, db, str(DOMAINS / "quick.yaml"), *EMBEDDED, "--change", "workload.rxd=1024", "--rate",
+                        "0.1Mpps", "--window", "2")
+        if result["valid"]:
+            break
     assert result["status"] == "ok" and result["valid"], result["warnings"]
     assert result["lost_packets"] > 0
     assert result["time_lost_s"] == pytest.approx(result["lost_packets"] / result["offered_pps"])
@@ -50,7 +56,7 @@ def test_rxd_256_to_1024_on_the_running_guest_costs_packets_after_the_change(no_
     (read_back,) = result["read_back"].values()
     assert read_back == {"port0.rxd": 1024, "port1.rxd": 1024}
     assert result["change"] == "workload.rxd=1024" and result["latency"]["before"]["count"] > 0
-    with Store(tmp_path / "labctl.db") as store:
+    with Store(db) as store:
         (trial,) = store.trials(result["run_id"])
     assert trial.config["reconf.change"] == "workload.rxd=1024" and trial.config["workload.rxd"] == 256
     assert trial.metrics.lost_packets == result["lost_packets"]
