@@ -61,3 +61,20 @@ def test_apply_dry_run_names_the_cost_of_a_stored_reconf_of_the_same_change(cli,
     code, out, _ = cli("apply", "test", "--uri", "test:///default", "--set", "guest.pinning.vcpus.0=0", "--dry-run",
                        "--db", str(db))
     assert code == 0 and "cost:" not in out  # another change: no stored cost
+
+
+@pytest.mark.parametrize(("limit", "code"), [("0.04", 1), ("0.05", 0)])
+def test_max_time_lost_fails_the_job_above_its_limit(cli, tmp_path, monkeypatch, limit, code):
+    """The CI form's limit (playbooks/roles/labctl/tasks/ci.yml): a reconf that lost 49.95 ms exits 1 above a
+    limit of 40 ms, after its result is printed, and 0 under one of 50 ms. The measurement is the integration
+    tests' (tests/integration/test_reconf.py); here it is a stored trial of it."""
+    from labctl import api
+    from labctl.measure.reconf import ReconfResult
+
+    record = reconf_record(run_id=1)
+    load = type("Load", (), {"to_dict": lambda self: {"rate_pps": 100_000}})()
+    monkeypatch.setattr(api, "reconf", lambda *a, **k: ReconfResult(1, record, str(tmp_path / "labctl.db"), load))
+    got, out, err = cli("reconf", QUICK, "--change", "workload.burst=64", "--rate", "0.1Mpps", "--max-time-lost", limit,
+                        "--db", str(tmp_path / "labctl.db"))
+    assert got == code and "lost to the change: 4995 packets" in out
+    assert ("time lost 0.0500 s exceeds --max-time-lost 0.04 s" in err) == (code == 1)
