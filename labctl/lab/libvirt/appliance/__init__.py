@@ -5,7 +5,7 @@
 * the kernel comes from ``linux-image-amd64`` (the metapackage is resolved to the image package it
   depends on, which is fetched with ``apt-get download`` and unpacked with ``dpkg -x``; never installed):
   ``kernel``;
-* the initramfs (``cpio -o -H newc`` + gzip) holds busybox, the virtio stack and the uio/vfio modules of
+* the initramfs (``cpio -o -H newc``, uncompressed: :mod:`labctl.lab.libvirt.appliance.pvh`) holds busybox, the virtio stack and the uio/vfio modules of
   that kernel (decompressed, so busybox ``insmod`` can load them), ethtool, ``dpdk-testpmd`` with the
   shared libraries ``ldd`` finds for it, and the few DPDK PMD plugins a virtio guest needs (EAL loads
   every plugin of its plugin directory, so only those are put there): ``image``, ``modules``;

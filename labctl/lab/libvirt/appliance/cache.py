@@ -81,7 +81,7 @@ def _load_entry(path: Path, built: bool = False) -> Appliance | None:
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError):
         return None
-    kernel, initrd = path / KERNEL_NAME, path / INITRD_NAME
+    kernel, initrd = path / str(meta.get("kernel_file", KERNEL_NAME)), path / INITRD_NAME
     if not kernel.is_file() or not initrd.is_file():
         return None
     return Appliance(
@@ -140,10 +140,11 @@ def build(cache_dir: Path | None = None, force: bool = False, progress: Progress
     def make(work: Path, entry: Path) -> dict:
         t0 = time.monotonic()
         deb = _fetch_kernel_deb(inputs, cache.directory, work, progress)
-        kver = _stage(inputs, key, deb, work, entry, progress)
+        kver, kernel_file = _stage(inputs, key, deb, work, entry, progress)
         return {
             "key": key,
             "kernel_version": kver,
+            "kernel_file": kernel_file,
             "kernel_package": inputs.kernel_package,
             "kernel_deb_version": inputs.kernel_deb_version,
             "kernel_deb_sha256": inputs.kernel_deb_sha256,

@@ -1,6 +1,7 @@
 """The appliance's image: the staging root of the initramfs (busybox, ethtool, dpdk-testpmd, iperf3,
 sockperf, the ``ldd`` closure of them and of the DPDK plugins, the kernel modules, ``/init``), written as
-cpio + gzip, and the kernel next to it.
+a plain cpio archive, and the kernel next to it: the ELF ``vmlinux`` QEMU enters by its PVH note where
+the kernel has one, else Debian's bzImage (:mod:`labctl.lab.libvirt.appliance.pvh`: why, and the figures).
 
 EAL loads every plugin of its plugin directory, so only the few a virtio guest needs
 (``labctl.platform.GUEST_DPDK_PLUGINS``) are put there.
@@ -8,7 +9,6 @@ EAL loads every plugin of its plugin directory, so only the few a virtio guest n
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -24,6 +24,7 @@ from labctl.digest import sha256_file
 from labctl.errors import ApplianceError
 from labctl.lab.libvirt.appliance.key import KeyInputs
 from labctl.lab.libvirt.appliance.modules import module_index, module_load_order
+from labctl.lab.libvirt.appliance.pvh import elf_kernel
 from labctl.lab.libvirt.appliance.tools import Progress, run, say
 
 BUSYBOX = "/bin/busybox"
@@ -35,8 +36,9 @@ BINARIES: tuple[str, ...] = ("/sbin/ethtool", "/usr/bin/dpdk-testpmd",
 PRELOAD_LIBS: tuple[str, ...] = ("/usr/libexec/coreutils/libstdbuf.so",)
 
 INIT_SH = "init.sh"
-KERNEL_NAME = "vmlinuz"
-INITRD_NAME = "initrd.img"
+KERNEL_NAME = "vmlinuz"  # Debian's bzImage, where the kernel has no PVH entry
+ELF_KERNEL_NAME = "vmlinux"  # the uncompressed ELF kernel, entered through its PVH note
+INITRD_NAME = "initrd.cpio"
 
 
 def init_sh_text() -> bytes:
@@ -159,7 +161,8 @@ class _Root:
         return dest
 
 
-def _write_cpio_gz(root: Path, out: Path) -> None:
+def _write_cpio(root: Path, out: Path) -> None:
+    """``root`` as a newc cpio archive, uncompressed (the kernel need not unpack it: ``pvh``)."""
     names = ["."]
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -167,8 +170,7 @@ def _write_cpio_gz(root: Path, out: Path) -> None:
         for n in sorted(dirnames + filenames):
             names.append(str(rel / n) if str(rel) != "." else n)
     listing = "\n".join(names) + "\n"
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9,
-                                               mtime=0) as gz:
+    with open(out, "wb") as raw:
         proc = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "--reproducible",
                                  "-R", "0:0"], cwd=root, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -177,7 +179,7 @@ def _write_cpio_gz(root: Path, out: Path) -> None:
         proc.stdin.write(listing.encode())
         proc.stdin.close()
         for chunk in iter(lambda: proc.stdout.read(1 << 20), b""):
-            gz.write(chunk)
+            raw.write(chunk)
         err = proc.stderr.read().decode(errors="replace")
         if proc.wait() != 0:
             raise ApplianceError(f"cpio failed: {err.strip()}")
@@ -200,8 +202,9 @@ def _place_forwarder(inputs: KeyInputs, root_dir: Path, progress: Progress) -> N
 
 
 def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
-           progress: Progress) -> str:
-    """Unpack the kernel, fill the initramfs root, write vmlinuz and initrd.img into ``entry``."""
+           progress: Progress) -> tuple[str, str]:
+    """Unpack the kernel, fill the initramfs root, write the kernel and initrd.cpio into ``entry``; returns
+    (kernel release, the kernel's file name in the entry)."""
     kx = work / "kernel"
     say(progress, f"dpkg -x {deb.name}")
     run(["dpkg", "-x", str(deb), str(kx)])
@@ -288,7 +291,13 @@ def _stage(inputs: KeyInputs, key: str, deb: Path, work: Path, entry: Path,
     except PermissionError:
         pass  # init.sh reopens /dev/console after mounting devtmpfs
 
-    shutil.copyfile(vmlinuz[0], entry / KERNEL_NAME)
-    say(progress, "cpio -o -H newc | gzip")
-    _write_cpio_gz(root_dir, entry / INITRD_NAME)
-    return kver
+    elf = elf_kernel(vmlinuz[0].read_bytes())
+    if elf is not None:
+        (entry / ELF_KERNEL_NAME).write_bytes(elf)
+        say(progress, f"{ELF_KERNEL_NAME}: the ELF kernel with its PVH entry, {len(elf) / 1e6:.1f} MB")
+    else:
+        shutil.copyfile(vmlinuz[0], entry / KERNEL_NAME)
+        say(progress, f"{KERNEL_NAME}: the bzImage (no PVH entry found in it)")
+    say(progress, "cpio -o -H newc")
+    _write_cpio(root_dir, entry / INITRD_NAME)
+    return kver, ELF_KERNEL_NAME if elf is not None else KERNEL_NAME

@@ -16,7 +16,7 @@ from labctl import platform
 from labctl.lab.libvirt.appliance.modules import MODULE_GROUPS
 
 # Bump when the builder makes a different image from the same inputs.
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # 2: the ELF kernel (PVH) and an uncompressed cpio initramfs
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,8 @@ def test_gather_inputs_hashes_the_forwarder(monkeypatch, tmp_path):
 def _entry(cache_dir: Path, name: str, meta: dict) -> Path:
     path = cache_dir / name
     path.mkdir(parents=True)
-    (path / "vmlinuz").write_bytes(b"k")
-    (path / "initrd.img").write_bytes(b"i")
+    (path / "vmlinuz").write_bytes(b"k")  # an entry without kernel_file holds the bzImage
+    (path / "initrd.cpio").write_bytes(b"i")
     (path / "appliance.json").write_text(json.dumps({"key": name, "kernel_version": "6.1", **meta}))
     return path
 
