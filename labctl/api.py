@@ -430,6 +430,96 @@ def report_html(out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = 
     return write_page(render_run(report_document(db, run, by, metric, host)), out)
 
 
+# --- when did it change, and which commit did it: trend marks and bisect over builds --------------------
+
+__all__ += ["trend_junit", "trend_html", "trend_marks", "check_bisect", "bisect", "render_bisect", "bisect_document",
+            "bisect_html"]
+
+
+def trend_junit(result, out: str | Path) -> Path:
+    """Write a trend's JUnit report (:mod:`labctl.analysis.trend_junit`: a testcase per series, a failure
+    where the newest group starts with a regression beyond the threshold)."""
+    from labctl.analysis.trend_junit import write_trend_junit
+
+    check_writable(Path(out), "--junit")
+    return write_trend_junit(result, out)
+
+
+def trend_html(result, out: str | Path) -> Path:
+    """Write a trend's page (its series, groups and marks; :func:`labctl.analysis.html.page.render_trend`)."""
+    from labctl.analysis.html.page import render_trend, write
+
+    return write(render_trend(result.to_dict()), check_html_out(out))
+
+
+def trend_marks(db: str | Path = DEFAULT_DB, run: int | None = None, limit: int = 4) -> list[str]:
+    """The jumpavg marks of the trend of ``run``'s profile (its own metric), newest first, at most ``limit``
+    lines, the run's own mark flagged; empty when its profile has no marks (or one run)."""
+    from labctl.analysis.trend import build_trend, mark_lines  # lazy: scipy
+    from labctl.results.access import open_store
+
+    run_id, records, _info = run_trials(db, run)
+    names = {str(r.config.get("name")) for r in records if r.config.get("name") is not None}
+    if len(names) != 1:
+        return []
+    with open_store(db) as store:
+        every = store.trials(None, status=None)
+        created = {r["id"]: r["created_at"] for r in store.runs()}
+    try:
+        return mark_lines(build_trend(every, names.pop(), run_times=created), run_id, limit)
+    except UserError:
+        return []
+
+
+def check_bisect(loaded: LoadedProfile, recipe: str | None, good: str | None, bad: str | None,
+                 budget: str | None = None, threshold_pct: float | None = None, metric: str | None = None,
+                 db: str | Path = DEFAULT_DB, step_blocks: int | None = None):
+    """``labctl bisect``'s arguments checked before anything is built (:func:`labctl.measure.bisect.check_request`):
+    the recipe, both revisions (known, good an ancestor of bad), the budget, threshold, metric, the blocks a
+    step plans its looks over, and the store."""
+    from labctl.measure.bisect import check_request
+
+    return check_request(loaded, recipe, good, bad, budget, threshold_pct, metric, db, step_blocks)
+
+
+def bisect(request, on_event: OnEvent | None = None, scope: CancelScope | None = None, wait: bool = True):
+    """Run (or resume: the same profile, recipe, range, metric and threshold) a bisect checked by
+    :func:`check_bisect`: builds by the recipe, until-decided steps, the first bad commit and its interval
+    against its parent (:class:`labctl.measure.bisect.BisectResult`)."""
+    from labctl.measure.bisect import run_bisect
+
+    with signals.stoppable(scope):
+        return run_bisect(request, on_event=on_event, wait=wait)
+
+
+def bisect_document(db: str | Path = DEFAULT_DB, bisect_id: int | None = None) -> dict[str, Any]:
+    """A stored bisect (default: the newest) as the document of its answer and steps."""
+    from labctl.analysis.bisect_report import stored_document
+    from labctl.results.access import open_store
+    from labctl.results.bisects import bisect as stored
+
+    with open_store(db) as store:
+        return stored_document(stored(store, bisect_id))
+
+
+def render_bisect(doc: dict[str, Any], fmt: str = "table") -> str:
+    """A bisect's document as text (``table``) or ``json``."""
+    import json
+
+    from labctl.analysis.bisect_report import render_bisect as text
+    from labctl.analysis.renderers import check_view_format as check
+
+    check(fmt, "a bisect")
+    return text(doc) if fmt == "table" else json.dumps(doc, indent=2, default=str)
+
+
+def bisect_html(doc: dict[str, Any], out: str | Path) -> Path:
+    """Write a bisect's page (steps, verdicts, the final pair; :func:`labctl.analysis.html.page.render_bisect`)."""
+    from labctl.analysis.html.page import render_bisect as page, write
+
+    return write(page(doc), check_html_out(out))
+
+
 # --- live changes and long trials: labctl reconf, labctl soak (labctl.measure.reconf, .soak) ----------
 
 def check_reconf(changes: Iterable[str] = (), exec_argv: list[str] | None = None, advice_run: int | None = None,

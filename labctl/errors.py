@@ -21,7 +21,9 @@ LabError
     ├── StateError          the ledger (state file) is unreadable or locked by another labctl
     ├── CpusBusyError       --no-wait: another trial is measuring on some of this trial's CPUs
     ├── StoreError          the SQLite result store failed
-    └── ProbeError          the host steadiness probe failed
+    ├── ProbeError          the host steadiness probe failed
+    ├── GitFailed           git itself failed on a recipe's repository (not a revision that is missing)
+    └── BuildError          a recipe's build of a commit failed (names the commit and its kept log)
 
 Interrupted (a BaseException, like KeyboardInterrupt, so that no ``except Exception`` in clean-up
 code swallows it; it is not a LabError: nothing went wrong, somebody asked labctl to stop)
@@ -175,6 +177,20 @@ class StoreError(LabFault):
 
 class ProbeError(LabFault):
     """The host steadiness probe (``labctl doctor --steadiness``) failed."""
+
+
+class GitFailed(LabFault):
+    """git itself failed on a repository (not a revision that is missing: those are answers, not failures)."""
+
+
+class BuildError(LabFault):
+    """A recipe's build of one commit failed or left no output; the message names the commit and the log
+    kept (``commit`` and ``log`` carry them for a bisect, which skips such a commit)."""
+
+    def __init__(self, message: str, commit: str = "", log: str = ""):
+        super().__init__(message)
+        self.commit = commit
+        self.log = log
 
 
 class Interrupted(BaseException):

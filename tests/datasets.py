@@ -275,3 +275,44 @@ DATASETS: dict[str, Callable[..., list[TrialRecord]]] = {
     "few_repeats": few_repeats,
     "search_grid": search_grid,
 }
+
+
+# --- a trend's series on this host's own spread ----------------------------------------------------------
+
+def host_residuals() -> list[float]:
+    """The log residuals of every stored embedded-lab trial in ``benchmarks/data`` about its configuration's
+    mean log, scaled by sqrt(n / (n - 1)) for the mean fitted from the same n trials (192 trials of 48
+    configurations on a 2-vCPU host: sd about 0.2, heavy-tailed, two bands in some configurations): the
+    host's own spread, for series drawn by :func:`trend_series`."""
+    import json
+    import math
+    from collections import defaultdict
+    from pathlib import Path
+
+    out = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "data").glob("*.jsonl")):
+        groups: dict[str, list[float]] = defaultdict(list)
+        for line in path.read_text().splitlines():
+            row = json.loads(line) if line.strip() else {}
+            if row.get("metrics", {}).get("mpps"):
+                config = {k: v for k, v in row["config"].items() if k != "repeat"}
+                groups[json.dumps(config, sort_keys=True)].append(row["metrics"]["mpps"])
+        for values in groups.values():
+            logs = [math.log(v) for v in values]
+            mean, scale = sum(logs) / len(logs), math.sqrt(len(logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
+            out += [(x - mean) * scale for x in logs]
+    return out
+
+
+def trend_series(seed: int, runs: int = 10, trials: int = 5, step_at: int | None = None, factor: float = 0.5,
+                 rate: float = 8.0, residuals: list[float] | None = None) -> list[list[float]]:
+    """A series of ``runs`` runs of ``trials`` trials at ``rate``, each trial multiplied by the exponential of a
+    residual of :func:`host_residuals` drawn with replacement (``random.Random(seed)``); from run ``step_at`` on
+    (when given) the rate is ``factor`` times as high: a planted step."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    noise = residuals if residuals is not None else host_residuals()
+    return [[rate * (factor if step_at is not None and r >= step_at else 1.0) * math.exp(rng.choice(noise))
+             for _ in range(trials)] for r in range(runs)]

@@ -128,3 +128,63 @@ def build_binary(folder, name: str = "dpdk-testpmd", copy_of=None, script: str |
         path.write_text(f"#!/bin/sh\n{script}\n")
     os.chmod(path, 0o755)
     return path
+
+
+def git_history(repo, commits: list[dict[str, str | None]], executable: tuple[str, ...] = ("build.sh",)) -> list[str]:
+    """A git repository at ``repo`` with one commit per entry of ``commits`` (path -> text; None removes
+    the file; the key ``_subject`` is the commit's subject), each committed with a fixed author and date;
+    files named in ``executable`` are mode 0755. Returns the commits' full shas, oldest first."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(repo)
+    repo.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repo), "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "--quiet", "--initial-branch=main")
+    shas = []
+    for number, files in enumerate(commits):
+        for name, text in files.items():
+            if name == "_subject":
+                continue
+            path = repo / name
+            if text is None:
+                path.unlink()
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            os.chmod(path, 0o755 if name in executable else 0o644)
+        git("add", "--all")
+        git("commit", "--quiet", "--allow-empty", "-m", files.get("_subject") or f"commit {number}")
+        shas.append(git("rev-parse", "HEAD"))
+    return shas
+
+
+def trend_store(db, step: bool, residuals: list[float] | None = None, seed: int = 3, runs: range = range(10)):
+    """Ten runs of profile demo (rx 256 and 1024, five trials each, this host's spread:
+    :func:`tests.datasets.trend_series`) stored one after another in ``db``; with ``step``, rx 256 at half the
+    rate from run 7 on, where the forwarder's binary changed too. ``runs``: which of the ten are stored (0 is
+    the first). Returns ``db``."""
+    from labctl.results.store import Store
+    from tests.datasets import trend_series
+
+    series = {256: trend_series(seed, step_at=6 if step else None, residuals=residuals),
+              1024: trend_series(seed + 100, residuals=residuals)}
+    with Store(db) as store:
+        for r in runs:
+            binary = {"forwarder": {"path": "/opt/fwd", "sha256": "a" * 64 if r < 6 or not step else "b" * 64,
+                                    "version": "DPDK 22.11.11", "build": None}}
+            run_id = store.create_run("demo", {}, [])
+            for record in run_records(run_id, {rx: series[rx][r] for rx in series},
+                                      env=ENV.model_copy(update={"binaries": binary}),
+                                      start=1_700_000_000.0 + 1000 * r, first_id=0):
+                record.id = None
+                store.add_trial(record)
+    return db

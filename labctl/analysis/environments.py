@@ -24,7 +24,8 @@ def _shown(value: Any) -> str:
     if value is None:
         return "unknown"
     if isinstance(value, dict) and {"path", "sha256"} <= value.keys():  # a binary (env.binaries' entries)
-        facts = ", ".join(str(value[k]) for k in ("version", "build") if value.get(k))
+        facts = ", ".join([*(str(value[k]) for k in ("version", "build") if value.get(k)),
+                           *([f"commit {str(value['commit'])[:12]}"] if value.get("commit") else [])])
         return f"{value['path']}@{str(value['sha256'])[:12]}" + (f" ({facts})" if facts else "")
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}"

@@ -232,18 +232,24 @@ def parse_selection(assignments: Iterable[str] | None) -> dict[str, Any]:
 
 
 def trend(db: str | Path = DEFAULT_DB, profile: str = "", metric: str | None = None,
-          configs: Iterable[str] | None = None, host: str | None = None):
+          configs: Iterable[str] | None = None, host: str | None = None, threshold_pct: float | None = None):
     """``metric`` (default: ``mpps``, or a tcp profile's own rate) across every run of ``profile`` in the
     store, one row per run in the order they were measured, per configuration (``configs``: ``KNOB=VALUE``
     it must have) and host/accelerator/lab: the median, its 95% CI, n, the change against the first run with its verdict, and the environment
-    changes against the previous row (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials."""
+    changes against the previous row, each series grouped by jumpavg with its changes marked
+    (:mod:`labctl.analysis.trend`). ``host`` keeps one host's trials; ``threshold_pct`` (default
+    :data:`~labctl.results.metrics.DEFAULT_THRESHOLD_PCT`): the smallest change the verdicts and the marks' gate count."""
     from labctl.analysis.trend import build_trend  # lazy: scipy
+    from labctl.results.metrics import DEFAULT_THRESHOLD_PCT
 
+    if threshold_pct is not None:
+        check_threshold(threshold_pct)
     selection = parse_selection(configs)
     with open_store(db) as store:
         records = store.trials(None, status=None)
         created = {r["id"]: r["created_at"] for r in store.runs()}
-    return build_trend(only_host(records, host, str(db)), profile, metric, selection, created)
+    return build_trend(only_host(records, host, str(db)), profile, metric, selection, created,
+                       DEFAULT_THRESHOLD_PCT if threshold_pct is None else threshold_pct)
 
 
 def render_trend(result, fmt: str = "table") -> str:

@@ -59,14 +59,24 @@ def junit_tree(comparison: Comparison) -> ET.ElementTree:
     profile = base.get("profile_name") or cand.get("profile_name") or "labctl"
     for item in comparison.items:
         _testcase(suite, comparison, item, f"labctl.compare.{profile}")
+    return finished(root, suite, render_comparison(comparison))
+
+
+def finished(root: ET.Element, suite: ET.Element, text: str) -> ET.ElementTree:
+    """The document of ``root``: ``text`` (the report as printed) as the suite's ``<system-out>``, indented."""
     out = ET.SubElement(suite, "system-out")
-    out.text = render_comparison(comparison)
+    out.text = text
     ET.indent(root)
     return ET.ElementTree(root)
 
 
 def write_junit(comparison: Comparison, path: str | Path) -> Path:
     """Write the JUnit report of ``comparison`` to ``path`` (UTF-8, with an XML declaration)."""
+    return write_tree(junit_tree(comparison), path)
+
+
+def write_tree(tree: ET.ElementTree, path: str | Path) -> Path:
+    """Write a JUnit document to ``path`` (UTF-8, with an XML declaration)."""
     path = Path(path)
-    junit_tree(comparison).write(path, encoding="utf-8", xml_declaration=True)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
     return path

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from labctl import __version__
-from labctl.cli import advice, compare, domains, host, lab, measure, results, tui
+from labctl.cli import advice, bisect, compare, domains, host, lab, measure, results, trend, tui
 from labctl.cli.fleet import fleet_app
 from labctl.cli import live
 from labctl.errors import Interrupted, LabError
@@ -34,6 +34,8 @@ def main_options(version: bool = typer.Option(False, "--version", callback=_vers
 
 for module in (lab, measure, results, advice, domains, host, compare, tui):
     module.register(app)
+trend.register(app)
+bisect.register(app)
 live.register(app)  # labctl reconf, labctl soak
 app.add_typer(fleet_app, name="fleet")
 

@@ -7,7 +7,9 @@ ovs-dpdk) and ``qemu`` (the emulator libvirt starts). labgen stays labctl's own 
 
 A build's path is checked again here (:func:`labctl.profile.rules.binary_problem`: the file may have
 changed since the profile was validated), its symlinks resolved, and the resolved path is what runs and
-what is recorded. Hashes and versions are cached by (path, size, mtime), so a sweep hashes each binary
+what is recorded. A build made by a recipe (``{recipe, rev}``) gives its recipe's role the output the
+recipe cache holds for that commit (:func:`labctl.lab.recipes.output_path`; built before measuring by
+:func:`labctl.lab.recipes.prepare`), checked like any path, and records the recipe and the commit too. Hashes and versions are cached by (path, size, mtime), so a sweep hashes each binary
 once. A build's environment is given to its own processes only (:meth:`Program.environ`), never to
 labctl's.
 """
@@ -22,6 +24,7 @@ from functools import lru_cache
 from labctl.digest import sha256_file
 from labctl.errors import PlanError, WorkloadError
 from labctl.lab.plan import BuildPlan, LabPlan
+from labctl.lab.recipes import output_path
 from labctl.profile.rules import DPDK_VERSION_ARGS, OVS_VERSION, RTE_VERSION, binary_problem, probe_output
 
 ROLES = ("qemu", "vswitch", "forwarder")
@@ -43,6 +46,8 @@ class Program:
     env: tuple[tuple[str, str], ...] = ()
     build: str | None = None  # None: the host's binary
     requested: str | None = None  # the build's path as written (before symlinks were resolved)
+    recipe: str | None = None  # made by this recipe (builds: {recipe, rev})
+    commit: str | None = None  # of this commit
 
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment of this program's process: ``base`` (labctl's) plus the build's variables."""
@@ -54,6 +59,8 @@ class Program:
         out = {"path": self.path, "sha256": sha256_of(self.path), "version": version_of(self), "build": self.build}
         if self.requested and self.requested != self.path:
             out["requested"] = self.requested
+        if self.recipe is not None:
+            out.update(recipe=self.recipe, commit=self.commit)
         return out
 
 
@@ -72,6 +79,10 @@ def resolve(build: BuildPlan, role: str, vswitch_kind: str = "testpmd") -> Progr
         raise ValueError(f"role {role!r} (allowed: {', '.join(ROLES)})")
     env = tuple(sorted(build.env_for(role).items()))
     given = build.path(role)
+    recipe = commit = None
+    if given is None and build.recipe is not None and build.recipe.role == role:
+        given, commit = output_path(build.recipe, build.label)
+        recipe = build.recipe.name
     if given is None:
         if role == "vswitch" and vswitch_kind == "ovs-dpdk":
             return Program(role, os.path.realpath(OVS_VSWITCHD), env, build.label)
@@ -79,12 +90,12 @@ def resolve(build: BuildPlan, role: str, vswitch_kind: str = "testpmd") -> Progr
     problem = binary_problem(given)
     if problem:
         raise PlanError(f"builds.{build.label}.{role}: {problem}")
-    return Program(role, os.path.realpath(given), env, build.label, given)
+    return Program(role, os.path.realpath(given), env, build.label, given, recipe, commit)
 
 
 def emulator_of(plan: LabPlan) -> str | None:
     """The domain's ``<emulator>``: the build's QEMU, resolved and checked; None (libvirt's default) without."""
-    return resolve(plan.build, "qemu").path if plan.build.qemu else None
+    return resolve(plan.build, "qemu").path if plan.build.gives("qemu") else None
 
 
 def resolve_all(build: BuildPlan, roles: tuple[str, ...], vswitch_kind: str = "testpmd") -> dict[str, Program]:

@@ -24,6 +24,7 @@ from labctl.dpdk.eal import mbuf_budget
 from labctl.dpdk.testpmd import TestpmdOptions
 from labctl import paths, platform
 from labctl.host.cpuset import format_cpuset, parse_cpuset
+from labctl.lab.recipes import RecipeBuild
 from labctl.profile.rates import Rate, parse_rate
 from labctl.profile.schema import Nic, Profile
 
@@ -250,24 +251,30 @@ class BuildPlan:
     vswitch: str | None = None
     forwarder: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    recipe: RecipeBuild | None = None  # a build made by a recipe: its output is the recipe's role's binary
 
     def path(self, role: str) -> str | None:
         return getattr(self, role)
+
+    def gives(self, role: str) -> bool:
+        """True when this build replaces ``role``'s binary (a path, or its recipe's output)."""
+        return bool(getattr(self, role)) or (self.recipe is not None and self.recipe.role == role)
 
     def env_for(self, role: str) -> dict[str, str]:
         """The environment this build adds to ``role``'s process (QEMU's: none, libvirt starts it)."""
         if role == "qemu" or not self.env:
             return {}
-        gives_any = any(getattr(self, r) for r in ("vswitch", "forwarder", "qemu"))
-        return dict(self.env) if not gives_any or getattr(self, role) else {}
+        gives_any = any(self.gives(r) for r in ("vswitch", "forwarder", "qemu"))
+        return dict(self.env) if not gives_any or self.gives(role) else {}
 
 
 def _build(profile: Profile) -> BuildPlan:
     if profile.build is None:
         return BuildPlan()
     b = profile.builds[profile.build]
+    recipe = RecipeBuild.of(b.recipe, profile.recipes[b.recipe], b.rev) if b.recipe and b.rev else None
     return BuildPlan(label=profile.build, qemu=b.qemu, vswitch=b.vswitch, forwarder=b.forwarder,
-                     env=tuple(sorted(b.env.items())))
+                     env=tuple(sorted(b.env.items())), recipe=recipe)
 
 
 @dataclass(frozen=True)

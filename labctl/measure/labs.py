@@ -26,6 +26,7 @@ from labctl.lab.hostlock import CpuClaim, plan_cpus
 from labctl.lab.ledger import LabState, locked, teardown
 from labctl.owner import alive as owner_alive, describe
 from labctl.lab.plan import LabPlan, derive
+from labctl.lab.recipes import prepare as prepare_recipe_builds
 from labctl.lab.table import lab_row
 from labctl.profile.schema import Profile
 
@@ -70,7 +71,10 @@ def check_socket_paths(plan: LabPlan) -> None:
 def check_measurable(profile: Profile) -> None:
     """Refuse, before anything is created, a profile whose trials cannot run here (UserError): its plan,
     and on a libvirt guest the plan of every build its sweep names (a build's forwarder must be one the
-    appliance can carry: :func:`labctl.lab.libvirt.domain.appliance_forwarder`)."""
+    appliance can carry: :func:`labctl.lab.libvirt.domain.appliance_forwarder`). Builds made by recipes
+    are built first (or found in their cache: :func:`labctl.lab.recipes.prepare`; a failed one is a
+    ``BuildError`` naming the commit and the log), so no trial waits for a compiler."""
+    prepare_recipe_builds(profile)
     plan = derive(profile)
     check_socket_paths(plan)
     check = lab_row(plan).checker()  # its lab's pre-flight check (labctl.lab.table); none for the embedded labs

@@ -122,12 +122,13 @@ def find_resumable(store: Store, name: str) -> int:
 @contextlib.contextmanager
 def open_session(db_path: str | Path, name: str, base: dict[str, Any] | None = None,
                  plan: list[dict[str, Any]] | None = None, resume: bool = False,
-                 on_event: OnEvent | None = None) -> Iterator[RunSession]:
+                 on_event: OnEvent | None = None, run: int | None = None) -> Iterator[RunSession]:
     """Create the run (``base`` profile data and ``plan``), or reopen the newest unfinished run of
-    ``name`` (``resume``); yield its session; close the run as finished, failed or aborted."""
+    ``name`` (``resume``), or the unfinished run ``run`` (a bisect's step that was killed); yield its
+    session; close the run as finished, failed or aborted."""
     with Store(db_path) as store:
-        if resume:
-            run_id = find_resumable(store, name)
+        if resume or run is not None:
+            run_id = find_resumable(store, name) if run is None else run
             stored = store.run(run_id)
             left = store.reopen_run(run_id)
             if left is not None:

@@ -121,8 +121,9 @@ def with_knobs(data: dict[str, Any], knobs: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Top-level profile fields that are not a trial's configuration: the sweep matrix, the table of builds
-#: (each trial's binaries are recorded in its environment, ``env.binaries``) and the sweep's order.
-NOT_CONFIG = ("sweep", "builds", "order", "seed")
+#: (each trial's binaries are recorded in its environment, ``env.binaries``), the recipes those are built by,
+#: and the sweep's order.
+NOT_CONFIG = ("sweep", "builds", "recipes", "order", "seed")
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

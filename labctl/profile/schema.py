@@ -120,13 +120,29 @@ class Vswitch(Model):
 
 class Build(Model):
     """One build of the lab's programs (``builds:``): a path per role it replaces, and the environment of
-    those processes. A role it leaves out runs the host's binary (found on PATH, or libvirt's emulator)."""
+    those processes. A role it leaves out runs the host's binary (found on PATH, or libvirt's emulator).
+    Or a git revision built by a recipe (``recipe`` + ``rev``): its output replaces the recipe's role."""
 
     qemu: str | None = None  # the emulator libvirt starts (the domain's <emulator>)
     vswitch: str | None = None  # ovs-vswitchd (vswitch.kind ovs-dpdk) or the host-side testpmd (testpmd)
     forwarder: str | None = None  # the guest's testpmd: the embedded lab's process, or the appliance's binary
     #: environment of this build's processes (LD_LIBRARY_PATH of a build tree, a DPDK plugin directory)
     env: dict[str, str] = Field(default_factory=dict)
+    recipe: str | None = None  # a key of ``recipes``: this build is that recipe's output at ``rev``
+    rev: str | None = None  # a git revision of the recipe's repository (commit, tag, branch)
+
+
+class Recipe(Model):
+    """How a binary is built from a git revision (``recipes:``; labctl.lab.recipes): ``argv`` runs in a
+    clean checkout of the revision (its working directory), never through a shell; ``output`` (a path
+    in that checkout) is the binary that replaces ``role``."""
+
+    repo: str  # the git repository (a directory with .git, or a bare one), an absolute path
+    argv: list[str]  # the build command: a program (absolute, ./relative to the checkout, or on PATH) and arguments
+    output: str  # the built binary, relative to the checkout (build/app/dpdk-testpmd)
+    role: Literal["forwarder", "vswitch", "qemu"]
+    env: dict[str, str] = Field(default_factory=dict)  # the build's own variables (CFLAGS, ...): part of its cache key
+    timeout_s: float = 3600.0  # one build's longest run
 
 
 #: The roles a build may give a binary for.
@@ -142,6 +158,7 @@ class Profile(Model):
     guest: Guest = Field(default_factory=Guest)
     workload: Workload = Field(default_factory=Workload)
     builds: dict[str, Build] = Field(default_factory=dict)  # name -> build; the knob ``build`` picks one
+    recipes: dict[str, Recipe] = Field(default_factory=dict)  # name -> how builds from git revisions are made
     build: str | None = None  # a key of ``builds`` (None: the host's binaries)
     sweep: dict[str, list[Scalar]] = Field(default_factory=dict)
     repeat: int = 1

@@ -13,6 +13,11 @@ warnings       id, trial_id, position, text
 metrics        trial_id, name, value  (v2: one row per scalar metric, for per-metric queries;
                dict metrics appear as ``drops.<cause>``, ``cpu.<role>``, ``queue_shares.<q>``)
 trial_metrics  view: metrics joined with trial status, run, config key, host and accel
+bisects        id, profile_name, recipe, repo, good, bad (full shas), key (what makes a bisect the
+               same one again), created_at, finished_at, status, owner_json, info_json
+               (v4: ``labctl bisect``, :mod:`labctl.results.bisects`)
+bisect_steps   bisect_id, position, sha, kind (measure, skip, final), verdict, run_id (the step's
+               measured run), detail_json; one step per (bisect, commit, kind): never measured twice
 =============  =============================================================================
 
 The schema version is ``PRAGMA user_version``; :data:`MIGRATIONS` are applied in order on open (by
@@ -116,7 +121,43 @@ def _migrate_v3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN info_json TEXT NOT NULL DEFAULT '{}'")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2, _migrate_v3)
+_V4 = """
+CREATE TABLE bisects (
+    id            INTEGER PRIMARY KEY,
+    profile_name  TEXT NOT NULL,
+    recipe        TEXT NOT NULL,
+    repo          TEXT NOT NULL,
+    good          TEXT NOT NULL,
+    bad           TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    created_at    REAL NOT NULL,
+    finished_at   REAL,
+    status        TEXT NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished', 'aborted')),
+    owner_json    TEXT NOT NULL DEFAULT '{}',
+    info_json     TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX bisects_key ON bisects(key);
+CREATE TABLE bisect_steps (
+    bisect_id     INTEGER NOT NULL REFERENCES bisects(id) ON DELETE CASCADE,
+    position      INTEGER NOT NULL,
+    sha           TEXT NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('measure', 'skip', 'final')),
+    verdict       TEXT NOT NULL,
+    run_id        INTEGER REFERENCES runs(id),
+    detail_json   TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (bisect_id, position),
+    UNIQUE (bisect_id, sha, kind)
+);
+"""
+
+
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    """``labctl bisect``: a bisect and its steps, so that a killed one resumes without repeating a step."""
+    for statement in _split(_V4):
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from labctl.results.store import Store
 from tests.conftest import DOMAINS
-from tests.integration.conftest import needs_dpdk
+from tests.integration.conftest import LIBVIRT_URI, needs_dpdk, needs_libvirtd
 from tests.factories import build_binary
 
 TESTPMD = "/usr/bin/dpdk-testpmd"
@@ -123,15 +123,12 @@ def test_a_bad_build_is_one_line_and_exit_2_with_nothing_started(no_leftovers, t
 QEMU = "/usr/bin/qemu-system-x86_64"
 
 
+@needs_libvirtd  # a marker, so that without libvirtd the test skips before clean_lab (which asks libvirtd) runs
 def test_a_qemu_build_redefines_the_domain_with_its_emulator(clean_lab, tmp_path, cli):
     """A wrapper around the host's emulator as build ``wrapped``: `labctl up` defines and boots the domain with
     that <emulator> (libvirt's live XML says so), `labctl down` leaves nothing."""
     import libvirt
 
-    from tests.integration.conftest import LIBVIRT_URI
-
-    if not Path("/run/libvirt/libvirt-sock").exists():
-        pytest.skip("libvirtd is not running")
     wrapper = build_binary(Path(os.environ["LABCTL_RUN_DIR"]).parent / "qemu-build", "qemu-wrapped",
                            script=f'exec {QEMU} "$@"')
     data = yaml.safe_load((DOMAINS / "guest-vhostuser.yaml").read_text())

@@ -507,7 +507,8 @@ def test_ci_playbook_judges_the_sweep_against_a_named_baseline_run(request):
     root = ET.parse(host.artifacts / "compare.xml").getroot()
     assert root.get("failures") in ("1", "2") and len(root.findall("./testsuite/testcase")) == 2
     assert (host.artifacts / "compare.txt").read_text().startswith("baseline:  run 2 (ci4-high, host ci,")
-    assert {"report.md", "plot.png", "trials.jsonl", "trend.txt", "baseline.jsonl"} <= {p.name for p in host.artifacts.iterdir()}
+    assert {"report.md", "plot.png", "trials.jsonl", "trend.txt", "trend.xml", "trend.html", "baseline.jsonl"} <= {
+        p.name for p in host.artifacts.iterdir()}
 
     unknown = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, {**group_vars, "labctl_baseline_run": "ci4-nope"},
                            data_dir=data_dir)
@@ -577,38 +578,58 @@ def _local_inventory(base: Path) -> Path:
     return inventory
 
 
-SLEEP = "67.25"  # a duration no one else sleeps: the test looks for these processes by their command line
+#: a command that never ends by itself (GNU sleep adds its arguments: infinity); the odd second argument
+#: is no one else's, so the test finds these processes by their command line
+ENDLESS = ["sleep", "infinity", "67.25"]
 
 
+def _endless_pids() -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ENDLESS]
+
+
+@pytest.mark.timeout(300)  # a job that ran its endless command instead of stopping fails here, not in CI's limit
 def test_a_cancel_stops_the_job_and_a_failing_callback_is_raised(request):
+    """The cancel comes while the task's command runs (its pid seen first); that command never ends by
+    itself, so the job returning and the command gone are the cancel's doing."""
+    import threading
+
     from labctl import signals
     from labctl.errors import Cancelled
 
     base = private_dir("labctl-fleet-cancel-", request)
     playbook = base / "slow.yml"
     playbook.write_text(yaml.safe_dump([{"name": "slow", "hosts": "all", "gather_facts": False, "tasks": [
-        {"name": "wait", "ansible.builtin.command": {"argv": ["sleep", SLEEP]}}]}]))
+        {"name": "wait", "ansible.builtin.command": {"argv": ENDLESS}}]}]))
     inventory = _local_inventory(base)
 
     scope = signals.CancelScope()
+    running: list[int] = []
+
+    def cancel_once_running() -> None:
+        for _ in range(1200):  # the command shows within seconds; without it the cancel comes anyway
+            running.extend(_endless_pids())
+            if running:
+                break
+            time.sleep(0.1)
+        scope.cancel()
 
     def cancel_when_waiting(step: HostEvent) -> None:
         if step.task == "wait" and step.state == "started":
-            scope.cancel()
+            threading.Thread(target=cancel_once_running, daemon=True).start()
 
-    t0 = time.monotonic()
     with pytest.raises(Cancelled), signals.stoppable(scope):
         run_playbook("test", playbook, inventory, {}, data_dir=base / "fleet", on_event=cancel_when_waiting)
+    assert len(running) == 1  # the cancel came while the command ran
+    # ansible-core 2.19's task workers run in sessions of their own: the job's cancel alone leaves them
+    # (and the command) running; run_playbook stops them
+    assert not psutil.pid_exists(running[0]) or psutil.Process(running[0]).status() == psutil.STATUS_ZOMBIE
 
     def broken(step: HostEvent) -> None:
         raise ValueError("the face broke")
 
     with pytest.raises(ValueError, match="the face broke"):
         run_playbook("test", playbook, inventory, {}, data_dir=base / "fleet", on_event=broken)
-    assert time.monotonic() - t0 < 40, "the jobs ran their sleeps instead of stopping"
-    # ansible-core 2.19's task workers run in sessions of their own: the job's cancel alone leaves them
-    # (and the command) running; run_playbook stops them
-    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", SLEEP]]
+    assert _endless_pids() == []
 
 
 def test_a_playbook_that_cannot_run_is_a_lab_fault(request):

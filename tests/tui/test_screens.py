@@ -533,3 +533,22 @@ def test_advice_write_can_be_called_off(fixed, answer):
             assert "w writes the profile" in text(app, "#applied")
 
     run(go())
+
+
+def test_results_show_the_trend_marks_of_the_runs_profile(fixed, tmp_path):
+    from tests.factories import trend_store
+
+    db = trend_store(tmp_path / "trend.db", step=True)
+
+    async def go():
+        app = LabctlApp(**{**fixed, "db": db}, mode="results")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "regression" in text(app, "#notes"))
+            notes = text(app, "#notes")
+            assert "run 10: 2 configurations" in notes
+            assert "trend mpps rx_queue_size=256: regression -" in notes and "at run 7 (after run 6)" in notes
+            assert "<- this run" not in notes  # the newest run (10) did not start the group
+            app.screen.lab.run_id = 7  # the run picked in the runs table
+            await until(pilot, lambda: "run 7:" in text(app, "#notes") and "<- this run" in text(app, "#notes"))
+
+    run(go())

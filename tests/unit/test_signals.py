@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -13,11 +12,17 @@ from labctl import signals
 from labctl.errors import Cancelled, Terminated
 
 
-def _worker(scope, outcome: dict) -> None:
+#: longer than any test waits: the worker's sleep ends early only when a cancel or SIGTERM wakes it
+FOREVER_S = 3600.0
+
+
+def _worker(scope, outcome: dict, sleeping: threading.Event | None = None) -> None:
     try:
         with signals.stoppable(scope):
             try:
-                signals.sleep(30)
+                if sleeping is not None:
+                    sleeping.set()
+                signals.sleep(FOREVER_S)
             finally:
                 outcome["cleaned"] = True  # a trial's teardown runs here
     except BaseException as exc:  # noqa: BLE001 - the test looks at what arrived
@@ -25,14 +30,15 @@ def _worker(scope, outcome: dict) -> None:
 
 
 def test_cancel_stops_work_on_a_worker_thread_at_once():
-    scope, outcome = signals.CancelScope(), {}
-    worker = threading.Thread(target=_worker, args=(scope, outcome))
+    """The worker sleeps for an hour; only the cancel can end that sleep within the join's bound."""
+    scope, outcome, sleeping = signals.CancelScope(), {}, threading.Event()
+    worker = threading.Thread(target=_worker, args=(scope, outcome, sleeping), daemon=True)
     worker.start()
-    time.sleep(0.2)
-    started = time.monotonic()
+    assert sleeping.wait(30)
+    assert worker.is_alive() and outcome == {}  # still asleep: nothing has ended it yet
     scope.cancel()
-    worker.join(5)
-    assert not worker.is_alive() and time.monotonic() - started < 1.0
+    worker.join(60)
+    assert not worker.is_alive()  # woken by the cancel: its sleep had an hour to go
     assert outcome == {"cleaned": True, "raised": Cancelled}
 
 
@@ -43,12 +49,13 @@ def test_sigterm_reaches_work_on_a_worker_thread():
     try:
         signals.install(on_terminate=asked_to_exit.set)
         outcome: dict = {}
-        worker = threading.Thread(target=_worker, args=(signals.CancelScope(), outcome))
+        sleeping = threading.Event()
+        worker = threading.Thread(target=_worker, args=(signals.CancelScope(), outcome, sleeping), daemon=True)
         worker.start()
-        time.sleep(0.2)
+        assert sleeping.wait(30)
         os.kill(os.getpid(), signal.SIGTERM)
-        worker.join(5)
-        assert outcome == {"cleaned": True, "raised": Terminated} and asked_to_exit.is_set()
+        worker.join(60)
+        assert not worker.is_alive() and outcome == {"cleaned": True, "raised": Terminated} and asked_to_exit.is_set()
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -66,8 +73,10 @@ def test_sigterm_on_the_main_thread_raises_terminated_and_the_handler_is_restore
     assert cleaned == [True] and signal.getsignal(signal.SIGTERM) == previous
 
 
-def test_checkpoint_outside_any_scope_does_nothing():
+def test_checkpoint_outside_any_scope_does_nothing(monkeypatch):
     signals.checkpoint()
-    started = time.monotonic()
+    slept = []
+    monkeypatch.setattr(signals.time, "sleep", slept.append)
     signals.sleep(0.01)
-    assert time.monotonic() - started >= 0.01
+    signals.sleep(-1.0)
+    assert slept == [0.01, 0.0]  # outside a scope: a plain sleep, never negative

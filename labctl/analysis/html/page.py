@@ -81,3 +81,21 @@ def write(text: str, out: Path) -> Path:
 
     write_atomic(Path(out), text, perm=0o644)
     return Path(out)
+
+
+def render_trend(doc: dict[str, Any]) -> str:
+    """The page of a trend (:meth:`labctl.analysis.trend.Trend.to_dict`, with ``failures`` and ``marks_total``):
+    per series its plot (runs, group averages, marks: :func:`labctl.analysis.html.series.trend_series`) and rows."""
+    from labctl.analysis.html.series import trend_series
+
+    plots = [(s, _inline(trend_series(s, doc["metric"]))) for s in doc["series"]]
+    return _env().get_template("trend.html.j2").render(kind="trend", doc=doc, series_plots=plots)
+
+
+def render_bisect(doc: dict[str, Any]) -> str:
+    """The page of a bisect (:func:`labctl.analysis.bisect_report.stored_document`, or a result's ``to_dict``)."""
+    from labctl.analysis.html.series import bisect_commits
+
+    svg = _inline(bisect_commits(doc))
+    return _env().get_template("bisect.html.j2").render(kind="bisect", doc=doc, plots=[
+        ("each measured commit's median in its step", svg)] if svg else [])

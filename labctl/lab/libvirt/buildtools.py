@@ -59,9 +59,10 @@ def _last_line(*outputs: str | None) -> str:
 
 
 @cache
-def _die_with_parent() -> Callable[[], None]:
-    """The child's pre-exec step: SIGTERM when labctl dies. ``prctl`` is looked up here, in the parent: the child
-    of a threaded process only calls it (a ``dlopen`` after fork could wait for a lock another thread held)."""
+def die_with_parent() -> Callable[[], None]:
+    """The child's pre-exec step (here and in a recipe's build, ``labctl.lab.recipes``): SIGTERM when labctl dies.
+    ``prctl`` is looked up here, in the parent: the child of a threaded process only calls it (a ``dlopen``
+    after fork could wait for a lock another thread held)."""
     prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def in_child() -> None:
@@ -77,7 +78,7 @@ def run(args: list[str], *, error: type[LabFault] = LabFault, cwd: Path | None =
     try:
         proc = subprocess.Popen(args, cwd=cwd, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                preexec_fn=_die_with_parent())
+                                preexec_fn=die_with_parent())
     except FileNotFoundError as exc:
         raise error(f"{args[0]} is not installed (scripts/apt-packages.txt lists it): {exc}") from exc
     try:

@@ -71,7 +71,7 @@ def appliance_forwarder(plan: LabPlan) -> str | None:
     for Debian's. Refused (one line, before anything is created): a build env for it, which would be a host
     path in the guest (the appliance runs it with its own LD_LIBRARY_PATH: Debian's DPDK libraries and the
     plugin directory), and a library it needs that the appliance does not carry."""
-    if plan.build.forwarder is None or plan.stack != "dpdk":
+    if not plan.build.gives("forwarder") or plan.stack != "dpdk":
         return None
     from labctl.lab.libvirt.appliance.image import missing_libraries
 

@@ -14,6 +14,7 @@ declared, which is the order of a profile's problems:
 * :mod:`image`: ``guest-image``;
 * :mod:`builds`: ``builds``, ``build`` (and ``binary_problem``, ``probe_output``, ``vswitch_kind_of``, which
   ``labctl.lab.builds`` uses again at run time);
+* :mod:`recipes`: ``recipes``, ``recipe-builds`` (builds made from git revisions: ``labctl.lab.recipes``);
 * :mod:`runs`: ``order``, ``repeat``;
 * :mod:`check`: ``check_profile``, every rule and then every configuration of the sweep.
 """
@@ -21,7 +22,7 @@ declared, which is the order of a profile's problems:
 from __future__ import annotations
 
 # imported in this order, the rules register in it (the order of a profile's problems)
-from labctl.profile.rules import basics, nics, pinning, workload, setups, image, builds, runs  # noqa: F401, I001
+from labctl.profile.rules import basics, nics, pinning, workload, setups, image, builds, recipes, runs  # noqa: F401, I001
 from labctl.profile.rules.basics import NAME_PATTERN, URI_PATTERN
 from labctl.profile.rules.builds import (DPDK_VERSION_ARGS, ENV_NAME, OVS_VERSION, PROBE_TIMEOUT_S, RTE_VERSION,
                                          binary_problem, probe_output, vswitch_kind_of)

@@ -109,12 +109,18 @@ def _builds(p: Profile, cpus: frozenset[int]) -> Iterator[Problem]:
                 problem = binary_problem(path)
                 if problem:
                     yield err(f"builds.{name}.{role}", problem)
-        for key, value in build.env.items():
-            if not ENV_NAME.match(key):
-                yield err(f"builds.{name}.env", f"{key[:40]!r} is not an environment variable name "
-                                                 "(allowed: letters, digits and '_', not starting with a digit)")
-            elif "\0" in value:
-                yield err(f"builds.{name}.env.{key}", "contains a NUL byte (allowed: text without NUL)")
+        yield from env_problems(f"builds.{name}.env", build.env)
+
+
+def env_problems(where: str, env: dict[str, str]) -> Iterator[Problem]:
+    """An environment's names must be variable names and its values text without NUL (execve(2)): a build's
+    ``env`` and a recipe's."""
+    for key, value in env.items():
+        if not ENV_NAME.match(key):
+            yield err(where, f"{key[:40]!r} is not an environment variable name (allowed: letters, digits and '_', "
+                             "not starting with a digit)")
+        elif "\0" in value:
+            yield err(f"{where}.{key}", "contains a NUL byte (allowed: text without NUL)")
 
 
 @rule("build", "The knob build picks one entry of builds: a name it does not hold would silently run the host's "

@@ -1,7 +1,9 @@
 """Results: the runs of the store (``api.runs``), then the configurations of one (``api.reports``: every
 scalar metric the trials carry) in a sortable, filterable table with the report's notes, and an A/B
 comparison of two selections of rows (``api.compare_trials``); ``w`` writes the shown run's page
-(``api.report_html``) into the current directory as ``labctl-run-ID.html`` and shows its path."""
+(``api.report_html``) into the current directory as ``labctl-run-ID.html`` and shows its path. Under the
+notes, the trend marks of the run's profile (``api.trend_marks``: jumpavg's regressions and progressions
+across its runs, the shown run's own flagged), when it has any."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class ResultsScreen(LabScreen):
         self.highlighted: model.ConfigRow | None = None
         self.shown_count = (0, 0)
         self.page: Path | None = None  # the last page written (w), shown under the notes
+        self.marks_lines: list[str] = []  # the trend marks of the shown run's profile
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -103,6 +106,9 @@ class ResultsScreen(LabScreen):
             return
         self.call_api(api.reports, self.lab.db, run, done=lambda reports: self.show_reports(run, reports),
                       group="report", failed=self.no_report)
+        self.marks_lines = []
+        self.call_api(api.trend_marks, self.lab.db, run, done=lambda lines: self.show_marks(run, lines), group="marks",
+                      failed=lambda _exc: None)  # no marks is nothing to say: the report's own errors show
 
     def no_report(self, exc: BaseException) -> None:
         self.table = None
@@ -162,9 +168,15 @@ class ResultsScreen(LabScreen):
         if self.highlighted is not None and self.highlighted.notes:
             lines.append(f"{self.highlighted.label}: {'; '.join(self.highlighted.notes)}")
         lines += [f"note: {n}" for n in self.table.notes]
+        lines += self.marks_lines
         if self.page is not None:
             lines.append(f"page: {self.page}")
         self._say("#notes", "\n".join(lines))
+
+    def show_marks(self, run: int, lines: list[str]) -> None:
+        if run == self.shown_run or run == self.lab.run_id:  # not the answer for a run left meanwhile
+            self.marks_lines = lines
+            self.show_notes()
 
     # -- the page ------------------------------------------------------------------------------------
 

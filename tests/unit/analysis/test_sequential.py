@@ -54,8 +54,40 @@ def test_look_levels_and_the_final_look():
     assert equivalence == pytest.approx(seq.spent(0.15, 0.05, "pocock"), rel=1e-3)
     later = seq.look_levels([0.15, 0.3, 0.45], 0.05, "pocock")[0]
     assert later > seq.spent(0.45, 0.05) - seq.spent(0.3, 0.05)
-    assert seq.final_levels([0.15, 0.3], 0.05) == pytest.approx(seq.look_levels([0.15, 0.3, 1.0], 0.05))
     assert seq.boundaries((0.5, 0.5), 0.025)[1] == math.inf  # a look with no new information cannot decide
+
+
+@pytest.mark.parametrize("spending", seq.SPENDINGS)
+def test_final_levels_are_the_last_looks_of_the_published_tables(spending):
+    """After looks at 0.2 .. 0.8 the budget's last look is the fifth of five equally spaced looks: its
+    direction level is two-sided, read off the published boundary (PUBLISHED, one-sided 0.025 a side)."""
+    from scipy import stats
+
+    direction, _equivalence = seq.final_levels([0.2, 0.4, 0.6, 0.8], 0.05, spending)
+    assert direction == pytest.approx(2 * stats.norm.sf(PUBLISHED[spending][-1]), rel=1e-3)
+    # a look already taken at the end is that last look, not a second one after it
+    assert seq.final_levels([0.2, 0.4, 0.6, 0.8, 1.0], 0.05, spending)[0] == pytest.approx(direction, rel=1e-3)
+
+
+def test_final_levels_with_no_look_taken_are_the_fixed_sample_levels():
+    # one look at the end spends the whole alpha: a direction two-sided 0.05 (z 1.96), each of the
+    # equivalence test's two one-sided tests 0.05 (z 1.645)
+    assert seq.final_levels([], 0.05) == pytest.approx((0.05, 0.05), rel=1e-6)
+
+
+def test_the_final_equivalence_level_keeps_the_error_at_alpha_by_simulation():
+    """Noise alone against the earlier looks' boundaries and the final look's nominal level (one one-sided
+    test of the equivalence pair at alpha 0.05): it crosses somewhere with chance 0.05, not more."""
+    from scipy import stats
+
+    done = (0.15, 0.3, 0.45)
+    _direction, equivalence = seq.final_levels(list(done), 0.05)
+    fractions = (*done, 1.0)
+    z = np.array([*seq.boundaries(done, 0.05), stats.norm.isf(equivalence)])
+    rng = np.random.default_rng(11)
+    steps = rng.normal(size=(200_000, len(fractions))) * np.sqrt(np.diff((0.0, *fractions)))
+    crossed = (np.cumsum(steps, axis=1) / np.sqrt(fractions) >= z).any(axis=1).mean()
+    assert crossed == pytest.approx(0.05, abs=0.002)  # 4 standard errors of the simulation
 
 
 def test_verdict_chance_is_high_for_a_clear_effect_and_low_for_a_hopeless_one():

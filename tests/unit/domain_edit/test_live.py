@@ -173,9 +173,16 @@ def test_restart_when_a_change_needs_it(domain, monkeypatch):
 
 
 def test_restart_shuts_down_then_starts(domain):
+    """The domain really went down and came back: libvirt gives every start a new domain ID (the test
+    driver too), so a restart that did nothing keeps the old one."""
     domain.create()
+    first_id = domain.ID()
     live._restart(domain, 5)
     assert domain.isActive()
+    assert domain.ID() not in (-1, first_id)
+    import libvirt
+
+    assert domain.state() == [libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_BOOTED]
 
 
 def test_vhost_pin_installs_the_hook_and_undo_removes_it(domain):

@@ -114,11 +114,14 @@ def test_a_symlink_at_a_lock_path_is_refused(tmp_path):
     assert victim.read_text() == "keep me"
 
 
-def test_wait_zero_fails_at_once(tmp_path):
+@pytest.mark.parametrize("wait_s, waits", [(0, False), (0.2, True)], ids=["zero", "bounded"])
+def test_wait_zero_fails_at_once_and_a_bounded_wait_polls_first(tmp_path, wait_s, waits):
+    """``wait_s=0`` tries once and fails: it never polls (``on_wait`` is called on every poll of a wait);
+    a positive ``wait_s`` does wait (it polls) before it gives up."""
     holder = LockFile(tmp_path / "l.lock")
     holder.acquire(0)
-    t0 = time.monotonic()
+    polls: list[None] = []
     with pytest.raises(StateError, match="held by another process"):
-        LockFile(tmp_path / "l.lock").acquire(0)
-    assert time.monotonic() - t0 < 1.0
+        LockFile(tmp_path / "l.lock").acquire(wait_s, on_wait=lambda: polls.append(None))
+    assert bool(polls) == waits
     holder.release()

@@ -94,10 +94,34 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
     and B), the testpmd vswitch or the private OVS's configuration, labgen's trial parameters, and for a
     libvirt profile the guest's kernel command line. LABCTL_UPDATE_GOLDEN=1 rewrites them."""
     monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
+    for role, argv in _command_lines(path).items():
+        _check_golden(path, role, argv)
+
+
+def test_the_command_lines_carry_what_the_profiles_ask(monkeypatch):
+    """What the golden files above are the only other check of, written out (each profile's YAML says it):
+    the rings reach testpmd's --rxd/--txd and the vdevs' queue_size, the queues its --rxq/--txq, noisy
+    mode its reads and table, on the embedded guest and on the libvirt guest's kernel command line alike."""
+    monkeypatch.setattr("labctl.dpdk.eal.online_cpus", lambda: CPUS)
+    vnf = _command_lines(DOMAINS / "vnf.yaml")  # rings 1024/1024, noisy: 128 reads in 64 MiB
+    assert {"--rxd=1024", "--txd=1024", "--forward-mode=noisy", "--noisy-lkup-num-reads=128",
+            "--noisy-lkup-memory=64"} <= set(vnf["guest"])
+    vdevs = [a for a in vnf["guest"] if a.startswith("net_virtio_user")]
+    assert len(vdevs) == 2 and all(",queues=1,queue_size=1024," in v for v in vdevs)
+    l2fwd = _command_lines(DOMAINS / "l2fwd-vhostuser.yaml")  # 4 queues, rings 1024/1024, 4 vCPUs
+    guest_app = _guest_testpmd_args(" ".join(l2fwd["kernel-cmdline"]))
+    assert {"--rxq=4", "--txq=4", "--nb-cores=4", "--rxd=1024", "--txd=1024"} <= set(guest_app)
+    assert {"--rxq=4", "--txq=4", "--rxd=1024", "--txd=1024"} <= set(l2fwd["guest"])
+    assert [a.split(",")[2] for a in l2fwd["vswitch"] if a.startswith("net_vhost")] == ["queues=4", "queues=4"]
+    tap = _command_lines(DOMAINS / "tap-kernel.yaml")  # tap: rx ring 1024, tx ring 256 (QEMU's cap)
+    assert {"--rxq=2", "--txq=2", "--rxd=1024", "--txd=256"} <= set(_guest_testpmd_args(" ".join(tap["kernel-cmdline"])))
+
+
+def _command_lines(path: Path) -> dict[str, list[str]]:
+    """The command lines of a shipped profile, by golden file role (see the test above)."""
     profile = load_profile(path, cpus=CPUS).profile
     if profile.workload.kind != "forward":  # tcp kinds: session 0's server and client, both directions
-        _check_golden(path, "tcp", _tcp_argv(profile))
-        return
+        return {"tcp": _tcp_argv(profile)}
     if profile.backend == "libvirt":
         embedded = profile.model_copy(update={"backend": "embedded", "uri": None})
     else:
@@ -120,8 +144,7 @@ def test_golden_testpmd_command_lines(path, monkeypatch):
     if profile.backend == "libvirt":
         lplan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
         files["kernel-cmdline"] = appliance_cmdline(lplan, FAKE_APPLIANCE, "workload").split()
-    for role, argv in files.items():
-        _check_golden(path, role, argv)
+    return files
 
 
 def _check_golden(path: Path, role: str, argv: list[str]) -> None:

@@ -83,7 +83,7 @@ def test_env_keys_are_variable_names():
 
 def test_unknown_build_field_is_refused():
     assert problems(data(builds={"x": {"generator": "/bin/true"}})) == [
-        "builds.x.generator: unknown key 'generator' (allowed: qemu, vswitch, forwarder, env)"]
+        "builds.x.generator: unknown key 'generator' (allowed: qemu, vswitch, forwarder, env, recipe, rev)"]
 
 
 @needs_testpmd

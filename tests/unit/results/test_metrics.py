@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import get_origin
 
 import pytest
+from pydantic import create_model
 
 from labctl.errors import UserError
 from labctl.results import metrics as registry
@@ -12,16 +13,21 @@ from labctl.results.codecs import metric_items
 from labctl.results.record import Metrics, TrialRecord, lower_is_better
 
 
+def check_declared(model: type[Metrics], name: str) -> None:
+    """The walk's check of one field of ``model``: declared in the registry, with a direction."""
+    metric = registry.lookup(name)
+    assert metric is not None, f"{model.__name__}.{name} has no entry in labctl.results.metrics"
+    assert metric.name == name and metric.unit and metric.label
+    assert metric.direction in ("higher", "lower", "none")
+    assert metric.family == (get_origin(model.model_fields[name].annotation) is dict)
+    if metric.direction == "none":  # a setting or a distribution: never judged
+        assert name in ("window_s", "queue_shares")
+
+
 @pytest.mark.parametrize("name", list(Metrics.model_fields))
 def test_every_field_of_a_record_is_declared_with_a_direction(name):
     """Like virtinst's test_checkprops: a Metrics field without a registry entry fails here."""
-    metric = registry.lookup(name)
-    assert metric is not None, f"Metrics.{name} has no entry in labctl.results.metrics"
-    assert metric.name == name and metric.unit and metric.label
-    assert metric.direction in ("higher", "lower", "none")
-    assert metric.family == (get_origin(Metrics.model_fields[name].annotation) is dict)
-    if metric.direction == "none":  # a setting or a distribution: never judged
-        assert name in ("window_s", "queue_shares")
+    check_declared(Metrics, name)
 
 
 def test_every_registry_entry_is_a_field_of_a_record():
@@ -36,8 +42,14 @@ def test_flattened_dict_metrics_are_found_by_their_family():
 
 
 def test_a_field_added_without_an_entry_fails():
-    """The walk above fails for a new field: shown on a planted one."""
-    assert registry.lookup("goodput_mpps") is None
+    """The walk above fails for a new field: shown on a planted one (a record type with one more field)."""
+    planted = create_model("PlantedMetrics", __base__=Metrics, goodput_mpps=(float | None, None))
+    assert set(planted.model_fields) - set(Metrics.model_fields) == {"goodput_mpps"}
+    for name in Metrics.model_fields:
+        check_declared(planted, name)  # the inherited fields still pass
+    with pytest.raises(AssertionError, match="PlantedMetrics.goodput_mpps has no entry in labctl.results.metrics"):
+        check_declared(planted, "goodput_mpps")
+    assert set(registry.METRICS) != set(planted.model_fields)  # and the set check sees it too
     with pytest.raises(KeyError):
         lower_is_better("goodput_mpps")
 

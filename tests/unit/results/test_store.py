@@ -191,7 +191,7 @@ def test_v1_store_is_migrated(db: Path) -> None:
     conn.executescript(V1_DDL)
     conn.close()
     with Store(db) as s:
-        assert s.schema_version == SCHEMA_VERSION == 3
+        assert s.schema_version == SCHEMA_VERSION == 4
         (trial,) = s.trials(1)
         assert (trial.config, trial.metrics.mpps, trial.env.accel, trial.warnings) == (
             {"a": 1},
@@ -209,8 +209,12 @@ def test_v1_store_is_migrated(db: Path) -> None:
         s.update_run_info(1, boots=2, boot_s=30.5)
         s.update_run_info(1, run_s=100.0)
         assert s.run(1)["info"] == {"boots": 2, "boot_s": 30.5, "run_s": 100.0}
+        # the v4 step added the bisects' tables, empty
+        tables = {r[0] for r in s._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"bisects", "bisect_steps"} <= tables
+        assert s._conn.execute("SELECT COUNT(*) FROM bisects").fetchone()[0] == 0
     with Store(db) as again:  # re-opening a current store changes nothing
-        assert again.schema_version == 3
+        assert again.schema_version == 4
 
 
 def test_newer_schema_is_refused(db: Path) -> None:

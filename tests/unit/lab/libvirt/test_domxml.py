@@ -42,6 +42,41 @@ def test_golden(path):
     assert xml == golden.read_text(encoding="utf-8")
 
 
+#: What four shipped profiles ask (their YAML beside them), as their domain XML must say it under TCG: the
+#: golden files are otherwise the only check of these lines, so they are written out here to be read by eye.
+VHOST_256 = {"queues": "1", "rx_queue_size": "256", "tx_queue_size": "256"}
+ASKED = {
+    # vhost-user, 4 queues, rings 1024/1024, 4 vCPUs on CPU 1, emulator on CPU 0
+    "l2fwd-vhostuser": {"drivers": [{"queues": "4", "rx_queue_size": "1024", "tx_queue_size": "1024"}] * 2,
+                        "shared_memfd": True, "nomsi": True,
+                        "pins": ({"0": "1", "1": "1", "2": "1", "3": "1"}, "0")},
+    "guest-vhostuser": {"drivers": [VHOST_256] * 2, "shared_memfd": True, "nomsi": True, "pins": ({"0": "1"}, "1")},
+    # tap: QEMU's userspace backend (no /dev/vhost-net), rx ring 1024, tx ring 256; no shared memory
+    "tap-kernel": {"drivers": [{"name": "qemu", "queues": "2", "rx_queue_size": "1024", "tx_queue_size": "256"}],
+                   "shared_memfd": False, "nomsi": False, "pins": ({"0": "0", "1": "1"}, "0")},
+    "guest-tap": {"drivers": [{"name": "qemu", **VHOST_256}] * 2, "shared_memfd": False, "nomsi": False,
+                  "pins": ({"0": "1"}, "1")},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASKED))
+def test_the_xml_carries_what_the_profile_asks(name):
+    asked = ASKED[name]
+    profile = load_profile(ROOT / "domains" / f"{name}.yaml", cpus=CPUS).profile
+    root = ET.fromstring(render(profile, FIXED))
+    assert [d.attrib for d in root.findall("devices/interface/driver")] == asked["drivers"]
+    memfd = root.find("memoryBacking/source[@type='memfd']") is not None
+    shared = root.find("memoryBacking/access[@mode='shared']") is not None
+    assert (memfd, shared) == (asked["shared_memfd"], asked["shared_memfd"])  # vhost-user needs shared memory
+    assert ("pci=nomsi" in root.findtext("os/cmdline").split()) == asked["nomsi"]  # TCG + vhost-user only
+    vcpus, emulator = asked["pins"]
+    assert {e.get("vcpu"): e.get("cpuset") for e in root.findall("cputune/vcpupin")} == vcpus
+    assert root.find("cputune/emulatorpin").get("cpuset") == emulator
+    # the same profile on KVM: never the TCG workaround
+    kvm = ET.fromstring(render(profile, RenderContext(domain_type="kvm")))
+    assert "pci=nomsi" not in kvm.findtext("os/cmdline").split()
+
+
 def test_vm2vm_guest_b_is_a_domain_of_its_own():
     profile = load_profile(ROOT / "domains" / "guest-vm2vm.yaml", cpus=CPUS).profile
     plan = derive(profile, LabDirs.of(profile.name, Path("/run/labctl"), Path("/var/log/labctl")))
