@@ -46,8 +46,8 @@ from labctl.analysis.grouping import knob_value
 from labctl.analysis.html.page import render_run, write as write_page
 from labctl.buildinfo import version_line
 from labctl.shipped import tree_path as shipped_path
-from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice, undo_domain,
-                                     verify_domain)
+from labctl.domain_edit.face import (apply_domain, apply_xml, check_emit_form, emit_advice, resolve_changes,
+                                     undo_domain, verify_domain)
 from labctl.errors import Interrupted, LabError, ProfileError, Problem, UserError
 from labctl.events import Event, OnEvent, notify
 from labctl.host.doctor import Doctor, describe_host
@@ -59,7 +59,7 @@ from labctl.profile.load import ANY_CPU, LoadedProfile, load_profile
 from labctl.results.access import DEFAULT_DB, run_trials
 from labctl.results.interchange import import_files as import_runs, read_jsonl as read_trials_file
 from labctl.results.interchange import write_jsonl as write_trials_file
-from labctl.results.lines import describe_nics, reached, trial_rate
+from labctl.results.lines import describe_nics, reached, reconf_lines, soak_lines, trial_rate
 from labctl.results.metrics import ALIASES, DEFAULT_PRECISION, DEFAULT_THRESHOLD_PCT, default_metric
 from labctl.results.record import SEARCH_ROLES, TrialRecord, plan_entry
 from labctl.signals import CancelScope
@@ -89,6 +89,8 @@ __all__ = [
     "check_report_format", "render_report", "trial_summary", "NO_GROUPING", "plot", "import_trials", "check_store",
     "EXPORT_FORMATS", "export_trials", "check_threshold", "compare", "check_view_format", "render_comparison",
     "parse_selection", "trend", "render_trend", "compare_trials", "check_html_out", "compare_html", "run_verdicts",
+    # live changes and long trials
+    "check_reconf", "reconf", "resolve_advice_changes", "check_soak", "soak", "reconf_cost", "live_lines",
 ]
 
 
@@ -528,3 +530,83 @@ def bisect_html(doc: dict[str, Any], out: str | Path) -> Path:
     from labctl.analysis.html.page import render_bisect as page, write
 
     return write(page(doc), check_html_out(out))
+
+
+# --- live changes and long trials: labctl reconf, labctl soak (labctl.measure.reconf, .soak) ----------
+
+def check_reconf(changes: Iterable[str] = (), exec_argv: list[str] | None = None, advice_run: int | None = None,
+                 window_s: float = 5.0, rate: str | None = None, at: str | None = None) -> None:
+    """A reconf's own arguments, before its profile is read: one kind of change, the window, the load."""
+    from labctl.measure.load_point import check_load  # lazy: lab
+    from labctl.measure.reconf import ReconfRequest, check_request  # lazy: lab
+
+    check_request(ReconfRequest(list(changes), exec_argv, True if advice_run is not None else None,
+                                window_s=window_s))
+    check_load(rate, at)
+
+
+def reconf(loaded: LoadedProfile, changes: Iterable[str] = (), exec_argv: list[str] | None = None,
+           advice_run: int | None = None, rate: str | None = None, at: str | None = None, window_s: float = 5.0,
+           db: str | Path = DEFAULT_DB, on_event: OnEvent | None = None, scope: CancelScope | None = None,
+           wait: bool = True):
+    """What one live change costs (:mod:`labctl.measure.reconf`): ``changes`` (``KNOB=VALUE``), or the user's
+    command ``exec_argv`` (an argv, never a shell), or ``advice_run``'s advice applied to the lab's running
+    domain as ``labctl apply`` would. Refused before anything starts when it cannot be made live here
+    (:class:`~labctl.errors.NotLiveError`, exit 2). Load: ``rate``, else the stored NDR lower bound (``at``
+    ``ndr``) or half of it. Returns a :class:`~labctl.measure.reconf.ReconfResult` (stored in a new run of ``db``)."""
+    from labctl.measure.reconf import ReconfRequest, prepare, run_reconf  # lazy: lab
+
+    check_reconf(changes, exec_argv, advice_run, window_s, rate, at)
+    request = ReconfRequest(list(changes), exec_argv, rate=rate, at=at, window_s=window_s)
+    if advice_run is not None:
+        request.advice, _notes = resolve_advice_changes(advise(db, advice_run))
+        request.advice_source = f"the advice of run {advice_run}"
+    prepared = prepare(loaded, request, db, lambda: render(loaded))
+    with signals.stoppable(scope):
+        return run_reconf(loaded, prepared, db, on_event, wait)
+
+
+def resolve_advice_changes(advice: Any):
+    """The change set ``labctl apply --run N`` would make from ``advice`` (domain settings only), with notes."""
+    return resolve_changes(advice=advice)
+
+
+def check_soak(duration: str, rate: str | None = None, at: str | None = None) -> float:
+    """A soak's own arguments, before its profile is read; returns the duration in seconds."""
+    from labctl.measure.load_point import check_load  # lazy: lab
+    from labctl.measure.soak import parse_duration  # lazy: lab
+
+    seconds = parse_duration(duration)
+    check_load(rate, at)
+    return seconds
+
+
+def soak(loaded: LoadedProfile, duration: str, rate: str | None = None, at: str | None = None,
+         db: str | Path = DEFAULT_DB, on_event: OnEvent | None = None, scope: CancelScope | None = None,
+         wait: bool = True):
+    """One long trial second by second (:mod:`labctl.measure.soak`), stored as it runs (every minute): the
+    series, the loss events with the host's stalls beside them, the loss ratio's one-sided 95% upper bound.
+    Returns a :class:`~labctl.measure.soak.SoakResult`; an interrupted soak keeps what it measured (a note
+    says where it stopped) and raises as interrupted."""
+    from labctl.measure.soak import prepare, run_soak  # lazy: lab
+
+    check_soak(duration, rate, at)
+    prepared = prepare(loaded, duration, rate, at, db)
+    with signals.stoppable(scope):
+        return run_soak(loaded, prepared, db, on_event, wait)
+
+
+def reconf_cost(knobs: Iterable[str] = (), profile: str | Path | None = None, advice: Any = None,
+                nic: str | None = None, db: str | Path = DEFAULT_DB) -> list[str]:
+    """What a ``labctl apply`` change (``--set`` knobs, a tuned profile or advice, as apply resolves them) cost
+    where ``db`` holds a reconf trial of the same settings (``labctl apply --dry-run``): the newest such trial
+    in words; ``[]`` when none (or no store)."""
+    from labctl.measure.reconf import stored_cost  # lazy: lab
+
+    changes, _notes = resolve_changes(list(knobs), profile, advice, nic)
+    return stored_cost(changes.knobs(), db)
+
+
+def live_lines(record: TrialRecord) -> list[str]:
+    """A reconf or soak trial in words (:func:`labctl.results.lines.reconf_lines` / ``soak_lines``)."""
+    return soak_lines(record) if "soak" in record.details else reconf_lines(record)

@@ -5,6 +5,7 @@ LabError
 │   ├── ProfileError        a lab profile that cannot be read or is invalid (carries every problem)
 │   ├── YamlProblem         a profile's text is not a small, plain YAML document (carries one problem)
 │   ├── KnobError           a --set KNOB=VALUE or sweep knob that does not exist or has a bad value
+│   ├── NotLiveError        a labctl reconf change the running lab cannot make live (knob and reason)
 │   ├── PlanError           a request the host cannot satisfy (pinning plan, missing cores)
 │   ├── NotAStoreError      --db names a file that is not a labctl result store (or a corrupted, newer one)
 │   ├── ReadOnlyStoreError  --db names a store that cannot be written (a read-only file system)
@@ -83,6 +84,11 @@ class YamlProblem(UserError):
 
 class KnobError(UserError):
     """A knob path or value that the profile schema does not allow."""
+
+
+class NotLiveError(UserError):
+    """A change ``labctl reconf`` cannot make on a running lab (it needs a restart, or this lab has no live
+    path for it): refused before anything starts, naming the knob and the reason."""
 
 
 class PlanError(UserError):

@@ -13,6 +13,8 @@ them. Kinds:
 ``step``       an adaptive search step finished (``data``: :class:`advisor.search.Step`)
 ``steadiness`` the host's steadiness probe finished (``data``: the Steadiness, ``message`` its verdict)
 ``note``       a line for the user (``message``), e.g. "probing the host for 5 s"
+``live``       a reconf or soak while it runs (``data``: ``{"kind": "reconf" | "soak", ...}``: a reconf's steps,
+               a soak's newest seconds; ``message`` says it in words)
 =============  ====================================================================================
 
 Callbacks run on the thread doing the work; a face that draws on another thread hands events over
@@ -29,7 +31,7 @@ from labctl import faults
 if TYPE_CHECKING:
     from labctl.results.record import TrialRecord
 
-EventKind = Literal["phase", "run", "trial", "step", "steadiness", "note"]
+EventKind = Literal["phase", "run", "trial", "step", "steadiness", "note", "live"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 
 from labctl.analysis.statistics import CONFIDENCE, as_values, median_ci
 
-__all__ = ["LossSummary", "loss_summary"]
+__all__ = ["LossSummary", "loss_summary", "loss_upper_bound"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,28 @@ def loss_summary(ratios: Iterable[float], confidence: float = CONFIDENCE) -> Los
         maximum=float(np.max(r)),
         lossless=int(np.count_nonzero(r == 0)),
     )
+
+
+def loss_upper_bound(lost: int, offered: int, confidence: float = CONFIDENCE) -> float | None:
+    """The one-sided upper confidence bound of one long trial's loss ratio (a soak's), from its counts.
+
+    Method: the exact binomial (Clopper-Pearson 1934) upper limit, the ``confidence`` quantile of
+    Beta(lost + 1, offered - lost); with no loss it is ``1 - (1 - confidence) ** (1 / offered)``, which at 95%
+    is 2.996 / offered: the "rule of three" (Hanley & Lippman-Hand 1983), zero loss in N packets bounding the
+    ratio at 3/N. It treats each packet as an independent chance of loss; real loss comes in bursts (a host
+    stall drops a ring's worth at once), so the bound says how small a steady loss rate the packets counted
+    can rule out, not how often a burst recurs: the soak's loss events and their timing say that. None when
+    nothing was offered."""
+    from scipy.stats import beta  # lazy: scipy
+
+    if lost < 0 or offered < 0 or lost > offered:
+        raise ValueError(f"lost {lost} of {offered} offered: not a loss count")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence}: not in (0, 1)")
+    if offered == 0:
+        return None
+    if lost == offered:
+        return 1.0
+    if lost == 0:
+        return 1.0 - (1.0 - confidence) ** (1.0 / offered)
+    return float(beta.ppf(confidence, lost + 1, offered - lost))

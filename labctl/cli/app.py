@@ -14,6 +14,7 @@ import typer
 from labctl import __version__, api
 from labctl.cli import advice, bisect, compare, domains, host, lab, measure, results, trend, tui
 from labctl.cli.fleet import fleet_app
+from labctl.cli import live
 from labctl.errors import Interrupted, LabError
 
 app = typer.Typer(no_args_is_help=True, help="QEMU/KVM lab automation and virtio-net tuning advisor.")
@@ -35,6 +36,7 @@ for module in (lab, measure, results, advice, domains, host, compare, tui):
     module.register(app)
 trend.register(app)
 bisect.register(app)
+live.register(app)  # labctl reconf, labctl soak
 app.add_typer(fleet_app, name="fleet")
 
 

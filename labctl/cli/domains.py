@@ -30,7 +30,8 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
           out: Optional[Path] = typer.Option(None, "--out", help="with --xml: the file to write (may be --xml's)"),
           set_: Optional[List[str]] = typer.Option(None, "--set", help="KNOB=VALUE, e.g. guest.nics.*.queues=4"),
           run: Optional[int] = typer.Option(None, "--run", help="apply this run's advice"),
-          db: Optional[Path] = typer.Option(None, "--db", help=f"with --run: the result store (default {api.DEFAULT_DB})"),
+          db: Optional[Path] = typer.Option(None, "--db", help=f"with --run: the result store (default {api.DEFAULT_DB}); "
+                                            "with --dry-run: where a reconf of the same change is looked up"),
           profile: Optional[Path] = typer.Option(None, "--profile", help="apply a (tuned) profile's NICs and pins"),
           nic: Optional[str] = typer.Option(None, "--nic", help="only the interface with this MAC"),
           uri: Optional[str] = typer.Option(None, "--uri", help="libvirt URI (default qemu:///system)"),
@@ -55,8 +56,8 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
         return
     if (domain is None) == (xml is None):
         raise UserError("name a domain or give --xml FILE (allowed: labctl apply DOMAIN | labctl apply --xml IN --out OUT)")
-    if db is not None and run is None:
-        raise UserError("--db is for --run (allowed: --run N [--db STORE])")
+    if db is not None and run is None and not dry_run:
+        raise UserError("--db is for --run and --dry-run (allowed: --run N [--db STORE], --dry-run [--db STORE])")
     advice = api.advise(db or api.DEFAULT_DB, run) if run is not None else None
     if xml is not None:
         if uri is not None or restart or live:
@@ -83,6 +84,8 @@ def apply(domain: Optional[str] = typer.Argument(None, help="a defined libvirt d
     for note in result.notes:
         typer.echo(f"note: {note}")
     if dry_run:
+        for line in api.reconf_cost(list(set_ or []), profile, advice, nic, db or api.DEFAULT_DB):
+            typer.echo(f"cost: {line}")
         typer.echo("dry run: nothing changed")
     typer.echo(f"changed: {int(result.edit.changed) + len(result.applied_live) + int(result.restarted)}")
 

@@ -30,12 +30,30 @@ The protocol (every reply is one JSON object; a failed command replies ``{"error
                                    port PORT, 128 flows from FIRST (one stream per flow and sending port)
     /labgen/stop                  end the current trial's sending now
     /labgen/quit                  exit (as SIGTERM does)
+    /labgen/clock                 {"tsc", "mono_ns", "hz"}: the TSC and CLOCK_MONOTONIC read together, now
+    /labgen/gaps,LOG[,FIRST]      {"log", "total", "dropped", "first", "before": [...], "after": [...], "count": [...],
+                                   "filled": [...], "stream": [...], "kind": [...]}: 80 gaps of LOG (lost: numbers a
+                                   stream skipped; refused: runs of frames the driver did not take) from FIRST
+    /labgen/series[,FIRST]        {"bins", "bin_cycles", "first", "offered": [...], "sent": [...], "received": [...],
+                                   "p50": [...], "p99": [...], "max": [...]}: 100 time bins from FIRST (start key bin=)
+    /labgen/window,FIRST,END      {"offered", "sent", "received", "latency_ns": {...}}: bins FIRST..END-1 merged
 
 Validity (native/labgen/src/worker.c ``lg_late_limit``): a paced trial is valid when every measured frame
 was handed to the driver and each port's last burst went out at most max(0.001% of the duration,
 ``tolerance`` frame intervals) after its due time: siitperf's end-of-sending rule (defines.h TOLERANCE
 1.00001) with a floor for a polling sender on a shared vCPU. Stalls in the middle are reported
 (``lateness``, ``stall_us``), not counted as invalid; an invalid trial is never loss.
+
+Time (labgen 1.1, for reconfiguration and soak trials): every frame carries its send stamp (TSC), so a frame
+that went missing is placed in time. A *gap* is a run of missing frames with the stamps of the frames that got
+through on either side (``before``, ``after``): numbers a stream skipped (log ``lost``, found by the receiver),
+or frames the driver refused (log ``refused``, found by the sender: a full ring, or a port whose peer is gone,
+as while a guest's port is stopped; refused frames are never numbered, so the receiver cannot see them).
+With ``bin=S`` a trial also counts every measured frame in the time bin of its send stamp (offered, taken,
+received, and the latency of those received): a series, and any window of it merged (``/labgen/window``).
+Stamps are the TSC; ``arm_tsc``/``arm_mono_ns`` in the stats and a ``/labgen/clock`` reading after the trial
+relate them to CLOCK_MONOTONIC, labctl's ``time.monotonic_ns()`` (:class:`TrialClock`): DPDK's TSC frequency
+is a rounded estimate, so the rate between the two clocks is measured across the trial, not taken from it.
 
 Pauses (``shift=S``, workload.pacing shift; worker.c ``shift_schedule``): a gap longer than S between two
 sending passes is a pause of labgen's own CPU, and the rest of the schedule moves later by it instead of
@@ -70,6 +88,9 @@ MIN_FRAME, MAX_FRAME = 64, 1518
 MAX_BURST, MAX_FLOWS, MAX_QUEUES = 512, 1024, 16
 DEFAULT_TOLERANCE = 64
 POLL_S = 0.02
+MIN_BIN_S, MAX_BIN_S, MAX_BINS = 0.001, 60.0, 16384  # LG_MIN_BIN_NS, LG_MAX_BIN_NS, LG_MAX_BINS
+GAPS_PER_REPLY, SERIES_PER_REPLY = 80, 100
+GAP_REFUSED, GAP_HEAD, GAP_TAIL = 1, 0x100, 0x200  # stats.h LG_GAP_*
 
 
 @dataclass
@@ -116,6 +137,7 @@ class TrialSpec:
     tolerance_frames: int = DEFAULT_TOLERANCE
     shift_s: float = 0.0  # a pause of the sender longer than this shifts its schedule (0: caught up in a burst)
     ports_mask: int | None = None  # None: every started port sends
+    bin_s: float = 0.0  # width of the trial's time bins (0: none)
 
     def __post_init__(self) -> None:
         checks = [(self.rate_pps >= 0, f"rate {self.rate_pps} is negative"),
@@ -125,7 +147,9 @@ class TrialSpec:
                   (self.duration_s > 0 or bool(self.count), "a trial needs a duration or a count"),
                   (self.warmup_s >= 0, f"warm-up {self.warmup_s} is negative"),
                   (self.drain_s >= 0, f"drain {self.drain_s} is negative"),
-                  (self.shift_s >= 0, f"shift {self.shift_s} is negative (0: catch up after a pause)")]
+                  (self.shift_s >= 0, f"shift {self.shift_s} is negative (0: catch up after a pause)"),
+                  (self.bin_s == 0 or MIN_BIN_S <= self.bin_s <= MAX_BIN_S,
+                   f"time bins of {self.bin_s} s are not in {MIN_BIN_S}..{MAX_BIN_S} s")]
         for ok, message in checks:
             if not ok:
                 raise WorkloadError(f"labgen trial: {message}")
@@ -143,6 +167,8 @@ class TrialSpec:
             parts["shift"] = _seconds(self.shift_s)
         if self.ports_mask is not None:
             parts["ports"] = str(self.ports_mask)
+        if self.bin_s:
+            parts["bin"] = _seconds(self.bin_s)
         return ",".join(f"{key}={value}" for key, value in parts.items())
 
     def sending_s(self) -> float | None:
@@ -308,6 +334,96 @@ class LabgenResult:
                    paused_s=int(stats.get("paused_ns", 0)) / 1e9, ports=ports, raw=stats)
 
 
+@dataclass(frozen=True)
+class TrialClock:
+    """A trial's TSC against CLOCK_MONOTONIC (``time.monotonic_ns()``): ``arm_tsc``/``arm_mono_ns`` read
+    together when the trial was armed, ``ref_tsc``/``ref_mono_ns`` read together later (``/labgen/clock``).
+    The rate between them is measured over that span (DPDK 22.11 rounds its TSC frequency estimate to 10 MHz,
+    lib/eal/common/eal_common_timer.c; 0.2% off would be 3.6 s over 30 minutes); below 0.5 s, ``hz`` is used."""
+
+    arm_tsc: int
+    arm_mono_ns: int
+    ref_tsc: int
+    ref_mono_ns: int
+    hz: int
+
+    @property
+    def ns_per_cycle(self) -> float:
+        span = self.ref_tsc - self.arm_tsc
+        if span > self.hz // 2 and self.ref_mono_ns > self.arm_mono_ns:
+            return (self.ref_mono_ns - self.arm_mono_ns) / span
+        return 1e9 / self.hz
+
+    def mono_ns(self, tsc: int) -> float:
+        """CLOCK_MONOTONIC ns of a TSC stamp."""
+        return self.arm_mono_ns + (tsc - self.arm_tsc) * self.ns_per_cycle
+
+    def tsc(self, mono_ns: float) -> float:
+        """The TSC at a CLOCK_MONOTONIC time."""
+        return self.arm_tsc + (mono_ns - self.arm_mono_ns) / self.ns_per_cycle
+
+    @classmethod
+    def of(cls, stats: dict[str, Any], clock: dict[str, Any]) -> "TrialClock":
+        return cls(int(stats.get("arm_tsc", 0)), int(stats.get("arm_mono_ns", 0)), int(clock["tsc"]),
+                   int(clock["mono_ns"]), int(clock.get("hz") or stats.get("hz") or 1))
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A run of missing frames (``log`` lost: numbers ``stream`` skipped; refused: frames sending port
+    ``stream``'s driver did not take), between the send stamps ``before_tsc`` and ``after_tsc`` of the frames
+    that got through on either side (``head``: none before it, ``before_tsc`` 0; ``tail``: it lasted to the
+    end of sending). ``missing`` = count - filled (frames that arrived late after all)."""
+
+    log: str
+    before_tsc: int
+    after_tsc: int
+    count: int
+    filled: int
+    stream: int
+    head: bool
+    tail: bool
+
+    @property
+    def missing(self) -> int:
+        return max(self.count - self.filled, 0)
+
+
+@dataclass(frozen=True)
+class SeriesBin:
+    """One time bin: frames whose send stamp fell in it, offered (handed to the driver), sent (taken by it),
+    received (unique), and their latency (ns; 0 when none arrived)."""
+
+    index: int
+    offered: int
+    sent: int
+    received: int
+    p50_ns: int
+    p99_ns: int
+    max_ns: int
+
+    @property
+    def lost(self) -> int:
+        """offered - received: refused by the driver or lost on the way (exact once the bin has drained)."""
+        return max(self.offered - self.received, 0)
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """Time bins merged: offered, sent, received and the latency of what was received."""
+
+    first: int
+    end: int
+    offered: int
+    sent: int
+    received: int
+    latency: Percentiles
+
+    @property
+    def lost(self) -> int:
+        return max(self.offered - self.received, 0)
+
+
 @dataclass(eq=False)
 class Labgen:
     """A labgen process (once started); its output goes to ``log_path``."""
@@ -414,10 +530,58 @@ class Labgen:
             if len(out) >= int(reply["flows"]) or not columns[0]:
                 return out
 
+    def clock(self) -> dict[str, Any]:
+        """labgen's TSC and CLOCK_MONOTONIC read together, now (``{"tsc", "mono_ns", "hz"}``)."""
+        return self.command("/labgen/clock")
+
+    def trial_clock(self, stats: dict[str, Any]) -> TrialClock:
+        """The current or last trial's clock (``stats``: its /labgen/stats), measured against a reading now."""
+        if not stats.get("arm_tsc"):
+            raise WorkloadError(f"{self.role} labgen: trial {stats.get('trial')} was never armed (no clock): "
+                                "rebuild labgen with scripts/build-labgen.sh if it is older than 1.1")
+        return TrialClock.of(stats, self.clock())
+
+    def gaps(self, log: str) -> tuple[list[Gap], int]:
+        """Every gap of the current or last trial in ``log`` (lost | refused), and how many did not fit
+        labgen's log (LG_MAX_GAPS)."""
+        out: list[Gap] = []
+        while True:
+            reply = self.command(f"/labgen/gaps,{log},{len(out)}")
+            columns = [reply[name] for name in ("before", "after", "count", "filled", "stream", "kind")]
+            out += [Gap(log, b, a, c, f, st, bool(k & GAP_HEAD), bool(k & GAP_TAIL))
+                    for b, a, c, f, st, k in zip(*columns)]
+            if len(out) >= int(reply["total"]) or not columns[0]:
+                return out, int(reply.get("dropped", 0))
+
+    def series(self, first: int = 0, end: int | None = None) -> list[SeriesBin]:
+        """Time bins ``first``..``end``-1 of the current or last trial (all of them when ``end`` is None)."""
+        out: list[SeriesBin] = []
+        index = first
+        while end is None or index < end:
+            reply = self.command(f"/labgen/series,{index}")
+            columns = [reply[name] for name in ("offered", "sent", "received", "p50", "p99", "max")]
+            rows = list(zip(*columns))
+            if end is not None:
+                rows = rows[:max(end - index, 0)]
+            out += [SeriesBin(index + i, *row) for i, row in enumerate(rows)]
+            index += len(rows)
+            if not rows or index >= int(reply["bins"]):
+                break
+        return out
+
+    def window(self, first: int, end: int) -> WindowCounts:
+        """Time bins ``first``..``end``-1 merged (clipped to the trial's bins)."""
+        reply = self.command(f"/labgen/window,{max(first, 0)},{max(end, first, 0)}")
+        return WindowCounts(int(reply["first"]), int(reply["end"]), int(reply["offered"]), int(reply["sent"]),
+                            int(reply["received"]), Percentiles.from_ns(reply.get("latency_ns") or {}))
+
     def start_trial(self, spec: TrialSpec) -> dict[str, Any]:
         try:
             return self.command(f"/labgen/start,{spec.params()}")
         except WorkloadError as exc:
+            if "unknown key bin" in str(exc):  # a labgen built before reconfiguration and soak trials
+                raise WorkloadError(f"{self.role} labgen is older than this labctl (its /labgen/start has no bin "
+                                    "key): rebuild it with scripts/build-labgen.sh") from exc
             if "unknown key shift" in str(exc):  # a labgen built before workload.pacing
                 raise WorkloadError(f"{self.role} labgen is older than this labctl (its /labgen/start has no shift "
                                     "key): rebuild it with scripts/build-labgen.sh, or set workload.pacing absolute"
@@ -429,6 +593,14 @@ class Labgen:
 
     def stop_trial(self) -> None:
         self.command("/labgen/stop")
+
+    def stop_quietly(self) -> None:
+        """Stop the current trial's sending if labgen still answers (after an error or an interruption:
+        the original error matters, not this one)."""
+        try:
+            self.stop_trial()
+        except Exception:  # noqa: BLE001 - the process may have gone with whatever ended the trial
+            pass
 
     def wait_done(self, timeout_s: float) -> dict[str, Any]:
         """Poll /labgen/stats until the trial is done; stop it (and fail) when it overruns."""

@@ -41,6 +41,11 @@ def dpdk_worker_pins(role: str, pid: int) -> dict[str, str]:
             if name.startswith(("rte-worker", "lcore-worker")) and (aff := _affinity(tid)) is not None}
 
 
+def named_thread_pins(pid: int, prefix: str) -> dict[str, str]:
+    """Affinity of a process's threads whose name starts with ``prefix`` (OVS's ``pmd-c01/id:8``), by name."""
+    return {name: aff for tid, name in _threads(pid) if name.startswith(prefix) and (aff := _affinity(tid)) is not None}
+
+
 def qemu_thread_pins(pid: int) -> dict[str, Any]:
     """vCPU threads ("CPU n/TCG|KVM") and the emulator (main) thread of a QEMU process."""
     pins: dict[str, Any] = {"vcpus": {}, "emulator": _affinity(pid)}

@@ -60,6 +60,10 @@ class RunSession:
     def add(self, record: TrialRecord, seq: int | None = None, entry: dict[str, Any] | None = None) -> int:
         """Commit a finished trial (status ok or failed) and report it: one more done."""
         trial_id = self._store(record, seq)
+        self._count(record, entry)
+        return trial_id
+
+    def _count(self, record: TrialRecord, entry: dict[str, Any] | None) -> None:
         self.entries += 1
         if record.status == "ok":
             self.ok += 1
@@ -67,7 +71,20 @@ class RunSession:
             self.failed += 1
         notify(self.on_event, "trial", run_id=self.run_id, record=record, done=self.done,
                total=self.total or None, data=entry, elapsed_s=time.monotonic() - self.started)
-        return trial_id
+
+    def store_partial(self, record: TrialRecord) -> int:
+        """Store a trial still in flight (a soak's first checkpoint): in the store at once, counted only when
+        :meth:`replace` is told it is final."""
+        return self._store(record, None)
+
+    def replace(self, trial_id: int, record: TrialRecord, final: bool = False) -> None:
+        """Rewrite a trial stored in flight (:meth:`store_partial`); ``final``: it finished (ok or failed) and
+        counts as one more done, as :meth:`add` would."""
+        record.run_id = self.run_id
+        self.store.replace_trial(trial_id, record)
+        record.id = trial_id
+        if final:
+            self._count(record, None)
 
     def add_measurement(self, record: TrialRecord) -> int:
         """Commit one measurement of a trial in flight (an NDR/PDR search's calibration, search or latency

@@ -32,8 +32,9 @@ Direction = Literal["higher", "lower", "none"]
 #: What a metric measures: ``rate`` (a forwarding rate at the trial's load), ``search`` (a rate an
 #: NDR/PDR search found), ``loss`` (packets lost or dropped), ``latency``, ``cpu`` (CPU spent),
 #: ``count`` (packets counted), ``tcp`` (the kernel-stack kinds' rates, service demands and counters),
-#: ``validity`` (the generator kept its schedule), ``setting`` (how the trial was run, not an outcome).
-Kind = Literal["rate", "search", "loss", "latency", "cpu", "count", "tcp", "validity", "setting"]
+#: ``validity`` (the generator kept its schedule), ``setting`` (how the trial was run, not an outcome),
+#: ``reconf`` (what a live change cost: ``labctl reconf``), ``soak`` (one long trial: ``labctl soak``).
+Kind = Literal["rate", "search", "loss", "latency", "cpu", "count", "tcp", "validity", "setting", "reconf", "soak"]
 
 #: The relative width at which an NDR/PDR search finds a rate: MLRsearch's ``relative_width`` goal
 #: (FD.io CSIT, "MLRsearch" specification, draft-ietf-bmwg-mlrsearch: 0.005 is CSIT's value).
@@ -115,6 +116,26 @@ _DECLARED = (
        aliases=("pdr",)),
     _m("pdr_lower_mpps", "Mpps", "higher", "PDR interval, lower bound", "search"),
     _m("pdr_upper_mpps", "Mpps", "higher", "PDR interval, upper bound", "search"),
+    # --- a reconfiguration trial: one live change at a paced load (CSIT's reconfiguration tests)
+    _m("lost_packets", "packets", "lower", "lost to the change, net of an equally long window without it", "reconf",
+       short="lost"),
+    _m("time_lost_s", "s", "lower", "implied time lost: lost packets / offered rate", "reconf", short="time lost s",
+       headline=True),
+    _m("outage_count", "outages", "lower", "outages after the change (labgen's sequence numbers and stamps)",
+       "reconf", short="outages"),
+    _m("longest_outage_s", "s", "lower", "the longest outage after the change", "reconf", short="longest s"),
+    _m("latency_before_p99_us", "us", "lower", "one-way latency p99 without the change", "reconf",
+       short="p99 before us"),
+    _m("latency_after_p99_us", "us", "lower", "one-way latency p99 after the change's last outage", "reconf",
+       short="p99 after us"),
+    # --- a soak trial: one long trial, second by second
+    _m("loss_upper_bound", "ratio", "lower", "one-sided 95% upper bound of the loss ratio (zero in N: 3/N)", "soak",
+       short="loss bound", headline=True),
+    _m("loss_events", "events", "lower", "outages in the soak", "soak", short="events"),
+    _m("loss_events_host", "events", "lower", "outages at a host stall (steal time, lab threads switched out)",
+       "soak", short="at stalls"),
+    _m("host_stall_s", "s", "lower", "seconds the host stalled (the host's steadiness, not the setting's)", "soak",
+       short="stalled s"),
     # --- tcp kinds: the guest's kernel virtio-net driver under TCP sessions
     _m("bandwidth_gbps", "Gbit/s", "higher", "tcp_stream: TCP payload received, all sessions", "tcp",
        short="Gbit/s", headline=True,
@@ -154,10 +175,13 @@ FORWARDING_RATES: tuple[str, ...] = ("mpps", "ndr_mpps", "pdr_mpps")
 #: Column names as the posts write them.
 SHORT_NAMES: dict[str, str] = {m.name: m.short for m in _DECLARED if m.short}
 
-#: What a run measured, in the order it is recognised: a tcp rate, the forwarding rate, an NDR search's;
+#: What a run measured, in the order it is recognised: a tcp rate, a reconf's time lost, a soak's loss bound,
+#: the forwarding rate, an NDR search's;
 #: each with the metrics a report shows of it when none is named.
 DEFAULT_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     *((rate, (rate, *demands)) for rate, demands in TCP_RATES.items()),
+    ("time_lost_s", ("time_lost_s", "lost_packets", "outage_count")),  # a run of reconfiguration trials
+    ("loss_upper_bound", ("loss_upper_bound", "loss_ratio", "loss_events")),  # a run of soaks
     ("mpps", ("mpps",)),
     ("ndr_mpps", ("ndr_mpps", "pdr_mpps")),  # a run of NDR/PDR searches
 )

@@ -87,6 +87,19 @@ class Metrics(_Model):
     pdr_lower_mpps: float | None = None
     pdr_upper_mpps: float | None = None
 
+    # a reconfiguration trial (labctl reconf): what one live change cost, at a paced load
+    lost_packets: int | None = None  # lost to the change, net of an equally long window of the trial without it
+    time_lost_s: float | None = None  # lost_packets / offered rate (CSIT's "implied time lost")
+    outage_count: int | None = None  # outages in the window after the change
+    longest_outage_s: float | None = None  # the longest of them
+    latency_before_p99_us: float | None = None  # in the window without the change
+    latency_after_p99_us: float | None = None  # after the change's last outage to the window's end
+    # a soak trial (labctl soak): one long trial, second by second
+    loss_upper_bound: float | None = None  # one-sided 95% upper bound of the loss ratio (zero in N: 3/N)
+    loss_events: int | None = None  # outages (runs of missing frames) in the soak
+    loss_events_host: int | None = None  # of them, at a host stall (steal time, the lab threads switched out)
+    host_stall_s: int | None = None  # seconds of the soak the host stalled
+
     # --- tcp kinds (labctl.workload.tcp): the guest's kernel virtio-net driver under TCP sessions
     bandwidth_gbps: float | None = None  # tcp_stream: TCP payload received, Gbit/s, summed over sessions
     transactions_per_s: float | None = None  # tcp_rr: request/response round trips per second, all sessions

@@ -1,7 +1,8 @@
-"""The labctl TUI: five screens one key away, workers for everything slow, clean stops.
+"""The labctl TUI: six screens one key away, workers for everything slow, clean stops.
 
 Screens are Textual modes (each keeps its state while another is shown): ``h`` Host, ``l`` Labs,
-``s`` Sweep, ``r`` Results, ``a`` Advice; ``q`` quits, asking first when measuring work is in flight.
+``s`` Sweep, ``r`` Results, ``a`` Advice, ``v`` Live (a reconf or soak watched while it runs; not listed in the
+footers); ``q`` quits, asking first when measuring work is in flight.
 
 Stopping. Work that creates resources (a sweep, a tune, a steadiness probe, ``up``) runs in a thread
 worker inside a :class:`~labctl.signals.CancelScope` that the app holds (:meth:`LabctlApp.open_scope`).
@@ -28,10 +29,11 @@ from labctl.tui.screens.advice import AdviceScreen
 from labctl.tui.screens.confirm import ConfirmScreen
 from labctl.tui.screens.host import HostScreen
 from labctl.tui.screens.labs import LabsScreen
+from labctl.tui.screens.live import LiveScreen
 from labctl.tui.screens.results import ResultsScreen
 from labctl.tui.screens.sweep import SweepScreen
 
-SCREENS = ("host", "labs", "sweep", "results", "advice")
+SCREENS = ("host", "labs", "sweep", "results", "advice", "live")
 
 
 class LabctlApp(App[int]):
@@ -45,13 +47,14 @@ class LabctlApp(App[int]):
     TITLE = "labctl"
     ENABLE_COMMAND_PALETTE = False
     MODES = {"host": HostScreen, "labs": LabsScreen, "sweep": SweepScreen, "results": ResultsScreen,
-             "advice": AdviceScreen}
+             "advice": AdviceScreen, "live": LiveScreen}
     BINDINGS = [
         Binding("h", "switch_mode('host')", "Host"),
         Binding("l", "switch_mode('labs')", "Labs"),
         Binding("s", "switch_mode('sweep')", "Sweep"),
         Binding("r", "switch_mode('results')", "Results"),
         Binding("a", "switch_mode('advice')", "Advice"),
+        Binding("v", "switch_mode('live')", "Live", show=False),  # a reconf or soak watched (not in the footers)
         Binding("q", "quit", "Quit"),
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
     ]

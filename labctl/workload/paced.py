@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from labctl.dpdk.labgen import LabgenResult
+from labctl.dpdk.labgen import LabgenResult, Percentiles
 from labctl.dpdk.testpmd import FwdStats
 from labctl.host.fingerprint import cpu_hz
 from labctl.results.record import Metrics
@@ -51,10 +51,7 @@ def paced_metrics(result: LabgenResult, before: GuestCounters, after: GuestCount
         cpu=monitor_cpu,
         valid=result.valid,
     )
-    if lat.count:
-        metrics.latency_min_us, metrics.latency_mean_us = lat.min_us, lat.mean_us
-        metrics.latency_p50_us, metrics.latency_p90_us = lat.p50_us, lat.p90_us
-        metrics.latency_p99_us, metrics.latency_p999_us, metrics.latency_max_us = lat.p99_us, lat.p999_us, lat.max_us
+    latency_metrics(metrics, lat)
     into_guest, out_of_guest = DROP_NAMES[host_side]
     metrics.drops = {into_guest: result.tx_dropped, out_of_guest: guest_tx_dropped,
                      "unaccounted": max(result.lost - guest_tx_dropped, 0)}
@@ -81,6 +78,14 @@ def paced_metrics(result: LabgenResult, before: GuestCounters, after: GuestCount
                                         "rx": c.rx, "lost": c.lost, "q_tx": c.q_tx, "q_rx": c.q_rx}
                                     for p, c in result.ports.items()}}}
     return metrics, details
+
+
+def latency_metrics(metrics: Metrics, lat: Percentiles) -> None:
+    """labgen's latency percentiles into the record's metrics (left unset when nothing was received)."""
+    if lat.count:
+        metrics.latency_min_us, metrics.latency_mean_us = lat.min_us, lat.mean_us
+        metrics.latency_p50_us, metrics.latency_p90_us = lat.p50_us, lat.p90_us
+        metrics.latency_p99_us, metrics.latency_p999_us, metrics.latency_max_us = lat.p99_us, lat.p999_us, lat.max_us
 
 
 def trial_spec(gen: "GeneratorPlan", rate_pps_per_port: float, duration_s: float, warmup_s: float) -> "TrialSpec":
@@ -143,10 +148,7 @@ class PacedRunner:
             signals.sleep((spec.sending_s() or 0.0) - spec.warmup_s + spec.drain_s / 2)
             stats = gen.wait_done(2 * spec.expected_s() + 10.0)
         except BaseException:
-            try:
-                gen.stop_trial()
-            except Exception:  # noqa: BLE001 - the process may have gone; the original error matters
-                pass
+            gen.stop_quietly()
             raise
         report = monitor.stop()
         after = self.lab.guest_counters()

@@ -1,7 +1,8 @@
 """A run as one JSON document: the report (rows, intervals, deltas, notes) and everything a reader of
 the run needs beside it: the question, the advice and its refusals, the environment (hosts, CPUs,
 accelerator, versions, builds with their hashes, the pins read back), the steadiness probe, every
-warning, every trial, and for NDR/PDR runs each search's measurements and latency.
+warning, every trial, for NDR/PDR runs each search's measurements and latency, and for reconf and soak trials
+their time series (``live``).
 
 ``labctl report --format json`` prints it and ``labctl report --html`` renders it
 (:mod:`labctl.analysis.html.page`): the page never computes a figure of its own."""
@@ -108,6 +109,22 @@ def searches(records: Sequence[TrialRecord], knobs: Sequence[str]) -> list[dict[
     return out
 
 
+def live_trials(records: Sequence[TrialRecord]) -> list[dict[str, Any]]:
+    """Each reconf and soak trial over time, as the page draws and lists it: what it was (in words:
+    :func:`labctl.results.lines.reconf_lines` / ``soak_lines``), and its details' ``reconf`` or ``soak`` (the
+    series, the outages or loss events, the host's seconds)."""
+    from labctl.results.lines import reconf_lines, soak_lines
+
+    out = []
+    for r in records:
+        for kind, words in (("reconf", reconf_lines), ("soak", soak_lines)):
+            if kind in r.details and r.status == "ok":
+                out.append({"kind": kind, "trial": r.id, "lines": words(r, limit=20), **r.details[kind],
+                            "metrics": {k: v for k, v in r.metrics.model_dump().items()
+                                        if v is not None and not isinstance(v, dict)}})
+    return out
+
+
 def until_course(info: dict[str, Any]) -> dict[str, Any] | None:
     """A ``sweep --until decided`` run's course: why it stopped and one line per comparison (its
     within-block verdict, trials and confidence, or what it would need); None for any other run."""
@@ -152,6 +169,7 @@ def run_document(records: list[TrialRecord], facts: dict[str, Any], by: str | No
         "steadiness": steadiness(judged, info),
         "warnings": warnings(report, judged),
         "searches": searches(records, knobs),
+        "live": live_trials(records),
         "trials": trials(records, knobs, metric),
     }
 

@@ -226,3 +226,149 @@ def _item_label(v: dict[str, Any]) -> str:
     if "candidate_value" in v:
         label = f"{v['candidate_value']}: {label}"
     return label[:60]
+
+
+#: Most reconf or soak trials drawn (a run holds one; the list under the plots names them all).
+MAX_LIVE = 4
+OUTAGE_COLOUR, STALL_COLOUR, CHANGE_COLOUR = "#c0392b", "#7f8c8d", "#2471a3"
+
+
+def _per_s(counts: list[int], bin_s: float) -> list[float]:
+    return [c / bin_s / 1e6 for c in counts]
+
+
+def _latency_axis(ax, xs: list[float], series: dict[str, Any]) -> None:
+    """p50, p99 and max latency per bin on a log axis labelled in plain numbers (mathtext is off)."""
+    from matplotlib.ticker import FuncFormatter
+
+    drawn = False
+    for key, style in (("p50_us", "-"), ("p99_us", "-"), ("max_us", ":")):
+        ys = [v if v else float("nan") for v in series.get(key, [])]
+        if any(v == v for v in ys):
+            ax.plot(xs[:len(ys)], ys, style, linewidth=0.9, label=key.removesuffix("_us"))
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "latency not measured", transform=ax.transAxes, ha="center", va="center", fontsize=8)
+        ax.set_yticks([])
+        return
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
+    ax.set_ylabel("latency (us)")
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper right", ncols=3)
+
+
+def _rates(ax, xs: list[float], offered: list[int], received: list[int], bin_s: float) -> None:
+    """Received against offered rate per bin, and the frames lost in each bin as red bars: a dip of both lines
+    is the generator's own pause (on a shared host), red is loss."""
+    ax.plot(xs, _per_s(received, bin_s), color="#1e8449", linewidth=1.0, label="received")
+    ax.plot(xs, _per_s(offered, bin_s), color="#34495e", linewidth=0.8, linestyle="--", label="offered")
+    lost = [max(o - r, 0) / bin_s / 1e6 for o, r in zip(offered, received)]
+    if any(lost):
+        ax.bar(xs, lost, width=bin_s, align="edge", color=OUTAGE_COLOUR, alpha=0.8, label="lost (rate)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+
+
+def reconf_timeline(trial: dict[str, Any]) -> str | None:
+    """A reconf trial around its change: received against offered rate per 10 ms bin and latency per bin,
+    over the whole trial (left) and close around the change (right); the change's start at 0 (its duration
+    shaded blue) and every outage shaded red."""
+    series = trial.get("series") or {}
+    if not series.get("offered"):
+        return None
+    bin_s, t0 = series["bin_s"], series["t0_s"]
+    xs = [t0 + i * bin_s for i in range(len(series["offered"]))]
+    after = [o for o in trial.get("outages", []) if o.get("window") in ("after", "across")]
+    zoom_end = max([o["end_s"] for o in after] + [trial.get("change_took_s", 0)]) + 0.25
+    zoom = (-0.25, max(zoom_end, 0.5))
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, axes = plt.subplots(2, 2, figsize=(9.4, 5.8), dpi=100, sharex="col",
+                                 gridspec_kw={"width_ratios": [3, 2]})
+        for col, span in enumerate((None, zoom)):
+            top, bottom = axes[0][col], axes[1][col]
+            _rates(top, xs, series["offered"], series["received"], bin_s)
+            _latency_axis(bottom, xs, series)
+            for ax in (top, bottom):
+                ax.axvspan(0, max(trial.get("change_took_s", 0), bin_s / 4), color=CHANGE_COLOUR, alpha=0.25)
+                ax.axvline(0, color=CHANGE_COLOUR, linewidth=1.0)
+                for o in trial.get("outages", []):
+                    ax.axvspan(o["start_s"], max(o["end_s"], o["start_s"] + bin_s / 4), color=OUTAGE_COLOUR,
+                               alpha=0.35, linewidth=0)
+                if span is not None:
+                    ax.set_xlim(*span)
+            top.set_ylabel(f"Mpps per {round(bin_s * 1000, 1):g} ms bin" if col == 0 else "")
+            top.set_title("the whole trial" if span is None else "around the change", fontsize=9)
+            bottom.set_xlabel("seconds from the change's start")
+        axes[0][0].legend(fontsize=7, loc="lower left")
+        fig.suptitle(f"trial {trial['trial']}: {trial.get('change', '')} (blue: the change; red: outages and the "
+                     "frames lost per bin)", fontsize=9)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def _event_rug(ax, events: list[dict[str, Any]]) -> None:
+    """Each loss event a red tick along the top of ``ax`` at its start, those at a host stall on a lower row:
+    a soak can hold hundreds of events, which full-height lines would paint over the series."""
+    for row, at_stall in ((0.97, False), (0.91, True)):
+        starts = [e["start_s"] for e in events if bool(e.get("host_stall")) == at_stall]
+        if starts:
+            ax.scatter(starts, [row] * len(starts), marker="|", s=60, linewidths=0.8, color=OUTAGE_COLOUR,
+                       alpha=0.9 if not at_stall else 0.6, transform=ax.get_xaxis_transform(), clip_on=False,
+                       label="loss event at a host stall" if at_stall else "loss event")
+
+
+def soak_timeline(trial: dict[str, Any]) -> str | None:
+    """A soak second by second: received against offered rate and the packets lost in each second, latency
+    percentiles; loss events as red ticks along the top (a lower row where they fell at a host stall), host stalls
+    shaded grey."""
+    points = trial.get("series") or []
+    if not points:
+        return None
+    bin_s = trial.get("bin_s") or 1.0
+    xs = [p["t_s"] for p in points]
+    plt = _plt()
+    with plt.rc_context({"text.parse_math": False}):
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(9.4, 5.8), dpi=100, sharex=True)
+        top.plot(xs, _per_s([p["received"] for p in points], bin_s), color="#1e8449", linewidth=1.0,
+                 label="received")
+        top.plot(xs, _per_s([p["offered"] for p in points], bin_s), color="#34495e", linewidth=0.8, linestyle="--",
+                 label="offered")
+        top.set_ylim(bottom=0)
+        top.set_ylabel("Mpps")
+        lost = top.twinx()
+        lost.bar(xs, [p["lost"] for p in points], width=bin_s, align="edge", color=OUTAGE_COLOUR, alpha=0.6,
+                 label="lost in the second")
+        lost.set_ylabel("packets lost", color=OUTAGE_COLOUR)
+        lost.set_ylim(bottom=0, top=max([p["lost"] for p in points] + [1]) * 1.15)
+        series = {k: [p.get(k) for p in points] for k in ("p50_us", "p99_us", "max_us")}
+        _latency_axis(bottom, xs, series)
+        for h in trial.get("host", []):
+            if h.get("stall"):
+                for ax in (top, bottom):
+                    ax.axvspan(h["t_s"], h["t_s"] + 1.0, color=STALL_COLOUR, alpha=0.3, linewidth=0)
+        _event_rug(top, trial.get("events", []))
+        top.grid(True, alpha=0.3)
+        top.legend(fontsize=7, loc="lower left")
+        bottom.set_xlabel("seconds from the soak's start")
+        fig.suptitle(f"trial {trial['trial']}: {len(points)} points (red ticks along the top: loss events, the "
+                     "lower row at a host stall; grey: host stalls)", fontsize=9)
+        fig.tight_layout()
+        return _svg(fig, plt)
+
+
+def live(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The reconf and soak trials' time plots, with their captions."""
+    out = []
+    for trial in doc.get("live", [])[:MAX_LIVE]:
+        if trial["kind"] == "reconf":
+            svg = reconf_timeline(trial)
+            caption = f"reconf trial {trial['trial']}: rate and latency around the change"
+        else:
+            svg = soak_timeline(trial)
+            caption = f"soak trial {trial['trial']}: second by second, loss events and host stalls marked"
+        if svg:
+            out.append((caption, svg))
+    return out

@@ -58,10 +58,12 @@ def _inline(svg: str | None) -> Markup | None:
 
 def render_run(doc: dict[str, Any]) -> str:
     """The page of a run (:func:`labctl.analysis.html.document.run_document`)."""
+    single = doc.get("live") and len(doc["rows"]) == 1 and doc["rows"][0].get("n") == 1  # one reconf or soak
     plots = [(f"median {doc['metric']} with its 95% interval" + (f" by {doc['by']}" if doc["by"] else ""),
-              _inline(figures.medians(doc))),
+              None if single else _inline(figures.medians(doc))),
              ("NDR/PDR searches: loss against offered load", _inline(figures.ndr_loss(doc))),
              ("latency at 10, 50 and 90% of the PDR", _inline(figures.latency(doc)))]
+    plots += [(caption, _inline(svg)) for caption, svg in figures.live(doc)]
     return _env().get_template("run.html.j2").render(kind="run", doc=doc, plots=[(t, svg) for t, svg in plots if svg])
 
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -324,6 +325,40 @@ class OvsSwitch:
                 # OVS would quietly give the queue to some non-isolated PMD instead
                 raise KnobError(f"pmd_rxq_affinity: CPU {cpu} runs no PMD (PMD CPUs: {sorted(self.config.pmd_cpus)})")
         return cmd.affinity_value(pins)
+
+    # ---- live changes (labctl reconf: labctl.lab.live_changes) ---------------------------------
+
+    def move_pmds(self, cpus: frozenset[int], timeout_s: float = 30.0) -> dict[str, Any]:
+        """``other_config:pmd-cpu-mask`` set on the running switch: OVS starts PMD threads on the new cores,
+        ends the others and assigns every rx queue again (OVS "PMD Threads" documentation). Returns once the
+        PMDs polling are exactly ``cpus`` and every port's queues are polled again: the placement then."""
+        online = online_cpus()
+        if not cpus or not cpus <= online:
+            raise KnobError(f"pmd-cpu-mask: CPUs {sorted(cpus)} are not all online (online: {sorted(online)})")
+        self._run(cmd.vsctl(self.paths, *cmd.set_record("Open_vSwitch", ".", "other_config",
+                                                        {"pmd-cpu-mask": cmd.cpu_mask(cpus)})))
+        self.config = replace(self.config, pmd_cpus=frozenset(cpus))
+        wanted = {str(cpu) for cpu in cpus}
+        placement: dict[str, Any] = {}
+
+        def moved() -> bool:
+            placement.update(self.pmd_placement())
+            polled = {(q["port"], q["queue"]) for pmd in placement["pmds"].values() for q in pmd["rxqs"]}
+            return set(placement["pmds"]) == wanted and all((p, q) in polled for p, n in self.ports.items()
+                                                                for q in range(n))
+
+        self._wait("ovs-vswitchd", f"PMDs on CPUs {sorted(cpus)} polling every port", moved, timeout_s)
+        return placement
+
+    def rebalance(self) -> dict[str, Any]:
+        """``dpif-netdev/pmd-rxq-rebalance``: OVS assigns the rx queues to its PMDs again now, by their
+        measured load (pmd-rxq-assign); returns the placement after it."""
+        self._run(cmd.appctl(self.paths, "ovs-vswitchd", "dpif-netdev/pmd-rxq-rebalance"))
+        return self.pmd_placement()
+
+    def pmd_placement(self) -> dict[str, Any]:
+        """Which PMD (by core id) polls which rx queue now (``dpif-netdev/pmd-rxq-show``)."""
+        return stats.parse_pmd_rxq(self._run(cmd.pmd_rxq_show(self.paths)))
 
     # ---- statistics -------------------------------------------------------------------------
 

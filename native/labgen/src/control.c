@@ -12,12 +12,19 @@
  *                                   lost, reordered, duplicate
  *   /labgen/stop                    end the current trial's sending now (it drains, then is done)
  *   /labgen/quit                    stop the process (as SIGTERM does)
+ *   /labgen/clock                   {tsc, mono_ns, hz}: the TSC and CLOCK_MONOTONIC read together now
+ *   /labgen/gaps,LOG[,FIRST]        the current or last trial's gaps logged as lost or refused (stats.h), 80
+ *                                   from FIRST: before, after (TSC send stamps), count, filled, stream, kind
+ *   /labgen/series[,FIRST]          its time bins (start key bin=), 100 from FIRST: offered, sent, received,
+ *                                   p50, p99, max (latency ns of the frames sent in the bin)
+ *   /labgen/window,FIRST,END        bins FIRST..END-1 merged: offered, sent, received, latency_ns summary
  *
  * start keys: rate (frames/s per sending port, 0 = as fast as possible), duration (s) or count
  * (frames per port), warmup (s), drain (s), size (64..1518), burst (1..512), flows (1..1024),
  * tolerance (frames late before the trial is invalid), shift (s: a pause of the paced sender longer
  * than this shifts its schedule instead of being caught up in a burst; 0, the default, catches up:
- * worker.c shift_schedule), ports (bit mask of sending ports).
+ * worker.c shift_schedule), ports (bit mask of sending ports), bin (s: the width of the trial's time
+ * bins, 0.001..60; 0 or absent: none; at most LG_MAX_BINS of them cover warm-up and duration).
  * A command that fails replies {"error": "..."}.
  *
  * DPDK 22.11 limits (lib/telemetry/rte_telemetry.h, telemetry.c): 256 entries per dict, 512 per
@@ -138,6 +145,26 @@ port_start_body(const char *params, struct rte_tel_data *d)
 
 /* ---- /labgen/start ---------------------------------------------------------------------------- */
 
+static struct lg_bins *
+bins_alloc(uint64_t n, uint64_t bin_ns)
+{
+	struct lg_bins *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->n = n;
+	b->width = (uint64_t)((double)bin_ns / lg.ns_per_cycle);
+	b->offered = calloc(n, sizeof(*b->offered));
+	b->sent = calloc(n, sizeof(*b->sent));
+	b->rx = malloc(n * sizeof(*b->rx));
+	if (b->offered == NULL || b->sent == NULL || b->rx == NULL || b->width == 0) {
+		lg_bins_free(b);
+		return NULL;
+	}
+	lg_bin_reset(b->rx, n);
+	return b;
+}
+
 static int
 parse_seconds(const char *v, uint64_t *ns)
 {
@@ -197,6 +224,9 @@ parse_start(const char *params, struct lg_params *p, char *err, size_t errlen)
 			bad = parse_uint(val, UINT64_C(1) << 32, &p->tolerance);
 		else if (strcmp(kv, "shift") == 0)
 			bad = parse_seconds(val, &p->shift_ns);
+		else if (strcmp(kv, "bin") == 0)
+			bad = parse_seconds(val, &p->bin_ns) ||
+			      (p->bin_ns && (p->bin_ns < LG_MIN_BIN_NS || p->bin_ns > LG_MAX_BIN_NS));
 		else if (strcmp(kv, "size") == 0)
 			bad = parse_uint(val, LG_MAX_SIZE, &v) || v < LG_MIN_SIZE || (p->size = (uint32_t)v, 0);
 		else if (strcmp(kv, "burst") == 0)
@@ -207,7 +237,7 @@ parse_start(const char *params, struct lg_params *p, char *err, size_t errlen)
 			bad = parse_uint(val, (1u << lg.nb_ports) - 1, &v) || v == 0 || (p->port_mask = (uint32_t)v, 0);
 		else {
 			snprintf(err, errlen, "unknown key %s (rate, duration, count, warmup, drain, size, "
-				 "burst, flows, tolerance, shift, ports)", kv);
+				 "burst, flows, tolerance, shift, ports, bin)", kv);
 			return -1;
 		}
 		if (bad) {
@@ -242,6 +272,21 @@ start_body(const char *params, struct rte_tel_data *d)
 	uint32_t state = ACQ(lg.state), gen = ACQ(lg.cur_gen);
 	if ((state != LG_IDLE && state != LG_DONE) || ACQ(lg.req_gen) != gen)
 		return reply_error(d, "trial %u is %s: /labgen/stop it or wait", gen, lg_state_name(state));
+	/* the last trial is done (its receiver froze) or there was none: neither lcore touches its bins */
+	lg_bins_free(lg.bins);
+	lg.bins = NULL;
+	if (p.bin_ns) {
+		uint64_t span = p.warmup_ns + p.duration_ns;
+		span += span / 20 + 2000000000u; /* room for shifted pauses and a late end */
+		uint64_t n = span / p.bin_ns + 1;
+		if (n > LG_MAX_BINS)
+			return reply_error(d, "bin=%.3f s over %.1f s is %" PRIu64 " bins (at most %d): use wider bins",
+					   (double)p.bin_ns / 1e9, (double)span / 1e9, n, LG_MAX_BINS);
+		lg.bins = bins_alloc(n, p.bin_ns);
+		if (lg.bins == NULL)
+			return reply_error(d, "cannot allocate %" PRIu64 " time bins", n);
+	}
+	p.bins = lg.bins;
 	lg.req = p;
 	uint32_t next = (gen + 1) & 0x7fff ? gen + 1 : gen + 2; /* the 15-bit tag of trial 0 means "none" */
 	__atomic_store_n(&lg.req_gen, next, __ATOMIC_RELEASE);
@@ -285,15 +330,14 @@ cmd_quit(const char *cmd, const char *params, struct rte_tel_data *d)
 /* ---- /labgen/stats ---------------------------------------------------------------------------- */
 
 static void
-add_summary(struct rte_tel_data *d, const char *name, const struct lg_hist *h, uint64_t extra_limit,
-	    uint64_t extra_end, int with_extra)
+add_summary_of(struct rte_tel_data *d, const char *name, const struct lg_hist_summary *sum, uint64_t extra_limit,
+	       uint64_t extra_end, int with_extra)
 {
 	struct rte_tel_data *c = rte_tel_data_alloc();
-	struct lg_hist_summary s;
+	const struct lg_hist_summary s = *sum;
 
 	if (c == NULL)
 		return;
-	lg_hist_summarize(h, &s);
 	rte_tel_data_start_dict(c);
 	rte_tel_data_add_dict_u64(c, "count", s.count);
 	rte_tel_data_add_dict_u64(c, "min", s.min);
@@ -308,6 +352,16 @@ add_summary(struct rte_tel_data *d, const char *name, const struct lg_hist *h, u
 		rte_tel_data_add_dict_u64(c, "end", extra_end);
 	}
 	rte_tel_data_add_dict_container(d, name, c, 0);
+}
+
+static void
+add_summary(struct rte_tel_data *d, const char *name, const struct lg_hist *h, uint64_t extra_limit,
+	    uint64_t extra_end, int with_extra)
+{
+	struct lg_hist_summary s;
+
+	lg_hist_summarize(h, &s);
+	add_summary_of(d, name, &s, extra_limit, extra_end, with_extra);
 }
 
 static void
@@ -464,6 +518,18 @@ stats_body(const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(d, "shifts", LG_LOAD(t->shifts));
 	uint64_t paused_ns = (uint64_t)((double)shifted * lg.ns_per_cycle);
 	rte_tel_data_add_dict_u64(d, "paused_ns", paused_ns);
+	/* the trial's clock: TSC stamps (gaps, bins) relate to CLOCK_MONOTONIC through arm_tsc/arm_mono_ns */
+	rte_tel_data_add_dict_u64(d, "arm_tsc", LG_LOAD(t->t_arm));
+	rte_tel_data_add_dict_u64(d, "arm_mono_ns", LG_LOAD(t->mono_arm));
+	rte_tel_data_add_dict_u64(d, "run_tsc", t_run);
+	rte_tel_data_add_dict_u64(d, "last_tsc", t_last);
+	const struct lg_bins *b = p->bins;
+	rte_tel_data_add_dict_u64(d, "bins", b ? b->n : 0);
+	rte_tel_data_add_dict_u64(d, "bin_cycles", b ? b->width : 0);
+	rte_tel_data_add_dict_u64(d, "bins_outside", b ? LG_LOAD(b->tx_outside) + LG_LOAD(b->rx_outside) : 0);
+	rte_tel_data_add_dict_u64(d, "gaps_lost", ACQ(r->lost.n));
+	rte_tel_data_add_dict_u64(d, "gaps_refused", ACQ(t->refused.n));
+	rte_tel_data_add_dict_u64(d, "gaps_dropped", LG_LOAD(r->lost.dropped) + LG_LOAD(t->refused.dropped));
 
 	struct totals all = {0};
 	add_ports(d, t, r, &all);
@@ -575,6 +641,171 @@ streams_body(const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+/* ---- /labgen/clock, /labgen/gaps, /labgen/series, /labgen/window ------------------------------- */
+
+static int
+cmd_clock(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	uint64_t tsc, mono;
+
+	(void)cmd;
+	(void)params;
+	lg_clock_pair(&tsc, &mono);
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "tsc", tsc);
+	rte_tel_data_add_dict_u64(d, "mono_ns", mono);
+	rte_tel_data_add_dict_u64(d, "hz", lg.hz);
+	return 0;
+}
+
+static int
+no_trial(struct rte_tel_data *d)
+{
+	uint32_t state = ACQ(lg.state), gen = ACQ(lg.cur_gen);
+
+	if (gen != 0 && state != LG_STARTING)
+		return 0;
+	reply_error(d, "no trial to report (trial %u is %s)", gen, lg_state_name(state));
+	return 1;
+}
+
+static struct rte_tel_data *
+u64_array(void)
+{
+	struct rte_tel_data *a = rte_tel_data_alloc();
+
+	if (a != NULL)
+		rte_tel_data_start_array(a, RTE_TEL_U64_VAL);
+	return a;
+}
+
+/* columns[k] named names[k]; freed on failure */
+static int
+add_columns(struct rte_tel_data *d, struct rte_tel_data **columns, const char *const *names, int n)
+{
+	int ok = 1;
+
+	for (int k = 0; k < n; k++)
+		ok &= columns[k] != NULL;
+	if (!ok) {
+		for (int k = 0; k < n; k++)
+			if (columns[k] != NULL)
+				rte_tel_data_free(columns[k]);
+		return reply_error(d, "out of memory");
+	}
+	for (int k = 0; k < n; k++)
+		rte_tel_data_add_dict_container(d, names[k], columns[k], 0);
+	return 0;
+}
+
+#define LG_GAPS_PER_REPLY 80 /* six arrays of up to 20-digit numbers: about 10 KB */
+
+static int
+gaps_body(const char *params, struct rte_tel_data *d)
+{
+	char kind[16] = "", extra;
+	unsigned long first = 0;
+	int n = params ? sscanf(params, "%15[a-z],%lu%c", kind, &first, &extra) : 0;
+
+	if (n < 1 || n > 2 || (strcmp(kind, "lost") != 0 && strcmp(kind, "refused") != 0))
+		return reply_error(d, "usage: /labgen/gaps,lost|refused[,FIRST]");
+	if (no_trial(d))
+		return 0;
+	const struct lg_gaplog *log = strcmp(kind, "lost") == 0 ? &lg.rx->lost : &lg.tx->refused;
+	uint64_t total = ACQ(log->n), last = RTE_MIN(total, (uint64_t)first + LG_GAPS_PER_REPLY);
+	static const char *const names[] = {"before", "after", "count", "filled", "stream", "kind"};
+	struct rte_tel_data *a[6];
+
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "log", kind);
+	rte_tel_data_add_dict_u64(d, "total", total);
+	rte_tel_data_add_dict_u64(d, "dropped", LG_LOAD(log->dropped));
+	rte_tel_data_add_dict_u64(d, "first", first);
+	for (int k = 0; k < 6; k++)
+		a[k] = u64_array();
+	if (a[0] != NULL && a[5] != NULL)
+		for (uint64_t i = first; i < last; i++) {
+			const struct lg_gap *g = &log->e[i];
+			uint64_t v[6] = {LG_LOAD(g->before), LG_LOAD(g->after), LG_LOAD(g->count), LG_LOAD(g->filled),
+					 LG_LOAD(g->stream), LG_LOAD(g->kind)};
+			for (int k = 0; k < 6; k++)
+				if (a[k] != NULL)
+					rte_tel_data_add_array_u64(a[k], v[k]);
+		}
+	return add_columns(d, a, names, 6);
+}
+
+#define LG_SERIES_PER_REPLY 100 /* six arrays of up to 11-digit numbers: about 7 KB */
+
+static int
+series_body(const char *params, struct rte_tel_data *d)
+{
+	unsigned long first = 0;
+	char extra;
+
+	if (params != NULL && *params && sscanf(params, "%lu%c", &first, &extra) != 1)
+		return reply_error(d, "usage: /labgen/series[,FIRST]");
+	if (no_trial(d))
+		return 0;
+	const struct lg_bins *b = lg.tx->p.bins;
+	if (b == NULL)
+		return reply_error(d, "trial %u has no time bins (start it with bin=S)", ACQ(lg.cur_gen));
+	uint64_t last = RTE_MIN(b->n, (uint64_t)first + LG_SERIES_PER_REPLY);
+	static const char *const names[] = {"offered", "sent", "received", "p50", "p99", "max"};
+	struct rte_tel_data *a[6];
+
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "trial", ACQ(lg.cur_gen));
+	rte_tel_data_add_dict_u64(d, "bins", b->n);
+	rte_tel_data_add_dict_u64(d, "bin_cycles", b->width);
+	rte_tel_data_add_dict_u64(d, "first", first);
+	for (int k = 0; k < 6; k++)
+		a[k] = u64_array();
+	for (uint64_t i = first; i < last && a[0] != NULL && a[5] != NULL; i++) {
+		struct lg_hist_summary sum;
+		lg_bins_summarize(&b->rx[i], 1, &sum);
+		uint64_t v[6] = {LG_LOAD(b->offered[i]), LG_LOAD(b->sent[i]), sum.count, sum.p50, sum.p99, sum.max};
+		for (int k = 0; k < 6; k++)
+			if (a[k] != NULL)
+				rte_tel_data_add_array_u64(a[k], v[k]);
+	}
+	return add_columns(d, a, names, 6);
+}
+
+static int
+window_body(const char *params, struct rte_tel_data *d)
+{
+	unsigned long first = 0, end = 0;
+	char extra;
+
+	if (params == NULL || sscanf(params, "%lu,%lu%c", &first, &end, &extra) != 2 || end < first)
+		return reply_error(d, "usage: /labgen/window,FIRST,END (bins FIRST..END-1)");
+	if (no_trial(d))
+		return 0;
+	const struct lg_bins *b = lg.tx->p.bins;
+	if (b == NULL)
+		return reply_error(d, "trial %u has no time bins (start it with bin=S)", ACQ(lg.cur_gen));
+	if (end > b->n)
+		end = b->n;
+	if (first > end)
+		first = end;
+	uint64_t offered = 0, sent = 0;
+	for (uint64_t i = first; i < end; i++) {
+		offered += LG_LOAD(b->offered[i]);
+		sent += LG_LOAD(b->sent[i]);
+	}
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_u64(d, "first", first);
+	rte_tel_data_add_dict_u64(d, "end", end);
+	rte_tel_data_add_dict_u64(d, "offered", offered);
+	rte_tel_data_add_dict_u64(d, "sent", sent);
+	struct lg_hist_summary s;
+	lg_bins_summarize(&b->rx[first], end - first, &s);
+	rte_tel_data_add_dict_u64(d, "received", s.count);
+	add_summary_of(d, "latency_ns", &s, 0, 0, 0);
+	return 0;
+}
+
 /* Commands on ports and trials: labgen must be ready (checked again under the lock: main() clears
  * it under lg.ctl before it stops the ports), and they run one at a time. */
 static int
@@ -602,6 +833,9 @@ LOCKED_COMMAND(start)
 LOCKED_COMMAND(stop)
 LOCKED_COMMAND(stats)
 LOCKED_COMMAND(streams)
+LOCKED_COMMAND(gaps)
+LOCKED_COMMAND(series)
+LOCKED_COMMAND(window)
 
 int
 lg_register_commands(void)
@@ -615,11 +849,15 @@ lg_register_commands(void)
 		{"/labgen/ports", cmd_ports, "Per port: name, started, link, peer. No parameters"},
 		{"/labgen/port_start", cmd_port_start, "Configure and start a port. Parameter: port id"},
 		{"/labgen/start", cmd_start, "Begin a trial. Parameters: rate=,duration=|count=,warmup=,"
-					     "drain=,size=,burst=,flows=,tolerance=,shift=,ports="},
+					     "drain=,size=,burst=,flows=,tolerance=,shift=,ports=,bin="},
 		{"/labgen/stats", cmd_stats, "The current or last trial. No parameters"},
 		{"/labgen/streams", cmd_streams, "Per flow of a sending port: sent, received, lost, reordered, "
 						 "duplicate. Parameters: port[,first flow]"},
 		{"/labgen/stop", cmd_stop, "End the current trial's sending now. No parameters"},
+		{"/labgen/clock", cmd_clock, "The TSC and CLOCK_MONOTONIC read together. No parameters"},
+		{"/labgen/gaps", cmd_gaps, "Gaps of the current or last trial. Parameters: lost|refused[,first]"},
+		{"/labgen/series", cmd_series, "Time bins of the current or last trial. Parameters: [first]"},
+		{"/labgen/window", cmd_window, "Time bins merged. Parameters: first,end"},
 		{"/labgen/quit", cmd_quit, "Stop labgen. No parameters"},
 	};
 

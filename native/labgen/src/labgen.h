@@ -30,7 +30,7 @@
 
 #include "stats.h"
 
-#define LG_VERSION "1.0"
+#define LG_VERSION "1.1"
 #define LG_MAX_PORTS 16
 #define LG_MAX_QUEUES 16
 /* /labgen/stats carries about 0.9 KB per port with 8 queues (13 counters, 3 per-queue arrays of
@@ -49,6 +49,10 @@
 #define LG_MAX_RATE UINT64_C(1000000000)
 #define LG_PAUSED_MAX_PCT 10 /* a paced trial whose shifted pauses took more of its time is invalid */
 #define LG_DEFAULT_TOLERANCE 64 /* frames; see lg_late_limit() in worker.c for the rule */
+#define LG_MAX_GAPS 65536       /* gaps each log keeps per trial (48 bytes each); more are counted as dropped */
+#define LG_MAX_BINS 16384       /* time bins per trial (2.2 KB each: 35 MB at most, touched as used) */
+#define LG_MIN_BIN_NS 1000000u  /* 1 ms */
+#define LG_MAX_BIN_NS UINT64_C(60000000000) /* 60 s: a bin's 32-bit histogram counts stay below 2^32 */
 
 /* Ethernet (14) + IPv4 (20) + UDP (8) */
 #define LG_HDR_LEN 42
@@ -67,6 +71,18 @@ struct lg_payload {
 
 enum lg_state { LG_IDLE, LG_STARTING, LG_WARMUP, LG_RUNNING, LG_DRAINING, LG_DONE };
 
+/* A trial's time bins (stats.h): the sending lcore's counts and the receiving lcore's, by send stamp.
+ * Allocated by /labgen/start (control.c) and freed there when the next trial starts, when neither lcore
+ * can touch them any more (the last trial is done: sending ended and the receiver froze). */
+struct lg_bins {
+	uint64_t n;                /* bins */
+	uint64_t width;            /* TSC cycles a bin spans */
+	uint64_t *offered, *sent;  /* sending lcore: frames handed to the driver, and taken by it */
+	struct lg_bin *rx;         /* receiving lcore: unique frames received, latency */
+	uint64_t tx_outside;       /* frames stamped after the last bin (atomic, sending lcore) */
+	uint64_t rx_outside;       /* (atomic, receiving lcore) */
+};
+
 struct lg_params {
 	uint64_t rate;        /* frames per second per sending port; 0: as fast as possible */
 	uint64_t count;       /* measured frames per sending port; 0: rate * duration */
@@ -75,7 +91,9 @@ struct lg_params {
 	uint64_t drain_ns;    /* how long to keep receiving after the last frame was sent */
 	uint64_t tolerance;   /* frames the sender may fall behind its schedule (validity) */
 	uint64_t shift_ns;    /* a pause of the sender longer than this shifts its schedule; 0: catch up */
+	uint64_t bin_ns;      /* width of the time bins; 0: no bins */
 	uint32_t size, burst, flows, port_mask;
+	struct lg_bins *bins; /* set by /labgen/start when bin_ns > 0 */
 };
 
 struct lg_port {
@@ -94,6 +112,10 @@ struct lg_port_tx {
 	uint64_t n_warm, n_total;
 	uint64_t offered, sent, dropped, unsent, warmup_sent;
 	uint64_t late_last; /* cycles: how late this port's last measured burst went */
+	/* a run of bursts the driver refused frames of (worker.c send_frames): logged as one gap */
+	int refusing, refusing_head;
+	uint64_t refused_before, refused_count;
+	uint64_t last_taken; /* send stamp of the last burst the driver took frames of */
 	uint64_t q_sent[LG_MAX_QUEUES], q_dropped[LG_MAX_QUEUES];
 };
 
@@ -101,6 +123,8 @@ struct lg_trial_tx {
 	uint32_t gen;
 	struct lg_params p;
 	uint64_t t0, t_run, t_sched_end, t_last, t_drain;
+	uint64_t t_arm;    /* when the trial was armed: never shifted; the time bins count from it */
+	uint64_t mono_arm; /* CLOCK_MONOTONIC ns read with t_arm (lg_clock_pair) */
 	uint64_t late_limit; /* cycles */
 	uint64_t shift_min;  /* cycles: p.shift_ns */
 	uint64_t last_pass;  /* when the last sending pass of a paced trial began */
@@ -110,6 +134,7 @@ struct lg_trial_tx {
 	uint64_t early; /* measured bursts handed to the driver before their due time: always 0 */
 	uint32_t stopped;
 	struct lg_hist lateness; /* ns, one value per burst handed to the driver */
+	struct lg_gaplog refused; /* runs of refused frames, per sending port */
 	struct lg_port_tx port[LG_MAX_PORTS];
 	uint64_t tx_seq[LG_MAX_PORTS * LG_MAX_FLOWS]; /* = frames of each stream the driver took */
 	uint16_t flow_queue[LG_MAX_FLOWS];
@@ -129,6 +154,9 @@ struct lg_trial_rx {
 	uint32_t streams;
 	uint64_t last_pass; /* TSC of the worker loop's previous pass */
 	uint64_t stall_max; /* cycles: the longest gap between two passes during the trial */
+	uint64_t t_arm;     /* the sending lcore's t_arm, read once the trial is armed */
+	struct lg_bins *bins;
+	struct lg_gaplog lost; /* numbers skipped by a stream */
 	struct lg_hist latency; /* ns */
 	struct lg_port_rx port[LG_MAX_PORTS];
 	struct lg_stream stream[LG_MAX_PORTS * LG_MAX_FLOWS];
@@ -162,6 +190,7 @@ struct lg_app {
 
 	struct lg_trial_tx *tx;
 	struct lg_trial_rx *rx;
+	struct lg_bins *bins; /* the last trial's bins (control, under ctl) */
 };
 
 extern struct lg_app lg;
@@ -174,6 +203,10 @@ uint64_t lg_measured_frames(const struct lg_params *p);
 
 /* main.c */
 int lg_port_start(uint16_t port, char *err, size_t errlen);
+/* (TSC, CLOCK_MONOTONIC ns) read together: the TSC half-way between two reads around clock_gettime,
+ * the closest of three tries; how labctl relates labgen's stamps to its own clock. */
+void lg_clock_pair(uint64_t *tsc, uint64_t *mono_ns);
+void lg_bins_free(struct lg_bins *b);
 
 /* control.c */
 int lg_register_commands(void);

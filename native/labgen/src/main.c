@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -95,6 +96,35 @@ lg_port_start(uint16_t port, char *err, size_t errlen)
 	printf("labgen: port %u (%s) started, %u queues, %u/%u descriptors\n", port, lg.port[port].name,
 	       lg.nb_queues, rxd, txd);
 	return 0;
+}
+
+void
+lg_clock_pair(uint64_t *tsc, uint64_t *mono_ns)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 3; i++) {
+		struct timespec ts;
+		uint64_t a = rte_rdtsc();
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t b = rte_rdtsc();
+		if (b - a < best) {
+			best = b - a;
+			*tsc = a + (b - a) / 2;
+			*mono_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		}
+	}
+}
+
+void
+lg_bins_free(struct lg_bins *b)
+{
+	if (b == NULL)
+		return;
+	free(b->offered);
+	free(b->sent);
+	free(b->rx);
+	free(b);
 }
 
 static int
@@ -227,7 +257,12 @@ main(int argc, char **argv)
 					  (int)rte_socket_id());
 	lg.tx = calloc(1, sizeof(*lg.tx));
 	lg.rx = calloc(1, sizeof(*lg.rx));
-	if (lg.pool == NULL || lg.tx == NULL || lg.rx == NULL) {
+	if (lg.tx != NULL && lg.rx != NULL) {
+		lg.tx->refused.cap = lg.rx->lost.cap = LG_MAX_GAPS;
+		lg.tx->refused.e = calloc(LG_MAX_GAPS, sizeof(struct lg_gap));
+		lg.rx->lost.e = calloc(LG_MAX_GAPS, sizeof(struct lg_gap));
+	}
+	if (lg.pool == NULL || lg.tx == NULL || lg.rx == NULL || lg.tx->refused.e == NULL || lg.rx->lost.e == NULL) {
 		fprintf(stderr, "labgen: cannot allocate %u mbufs or the trial state: %s\n", lg.mbufs,
 			rte_strerror(rte_errno));
 		goto out;
@@ -263,7 +298,12 @@ out:
 	stop_ports();
 	pthread_mutex_unlock(&lg.ctl);
 	rte_eal_cleanup();
+	if (lg.tx != NULL)
+		free(lg.tx->refused.e);
+	if (lg.rx != NULL)
+		free(lg.rx->lost.e);
 	free(lg.tx);
 	free(lg.rx);
+	lg_bins_free(lg.bins);
 	return exit_code;
 }

@@ -13,6 +13,7 @@
 #ifndef LABGEN_STATS_H
 #define LABGEN_STATS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define LG_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
@@ -62,7 +63,12 @@ void lg_hist_summarize(const struct lg_hist *h, struct lg_hist_summary *s);
  * is already set: then it is a duplicate, not counted as received again. A frame more than
  * LG_WINDOW below `next` cannot be checked for duplication; it counts as reordered and unique
  * ("beyond_window" says how many). Lost frames are sent - unique, known exactly once the
- * trial's frames had time to arrive (the sender counts what the driver took, per stream). */
+ * trial's frames had time to arrive (the sender counts what the driver took, per stream).
+ *
+ * `last_stamp` is the send stamp (TSC) of frame next-1, the newest frame in order: when a frame
+ * jumps ahead of `next`, the numbers between were lost (or are late), and they were all sent
+ * between last_stamp and the new frame's stamp, which is how an outage is placed in time
+ * (lg_track below). */
 #define LG_WINDOW 1024u
 
 struct lg_stream {
@@ -71,11 +77,87 @@ struct lg_stream {
 	uint64_t reordered;
 	uint64_t duplicate;
 	uint64_t beyond_window;
+	uint64_t last_stamp;
 	uint64_t seen[LG_WINDOW / 64];
 };
 
+/* What lg_stream_rx made of a frame. */
+enum lg_seq {
+	LG_SEQ_NEXT,      /* the next number: in order */
+	LG_SEQ_GAP,       /* ahead of the next number: in order, numbers skipped before it */
+	LG_SEQ_REORDERED, /* below the next number, not seen before: late, counted once */
+	LG_SEQ_DUPLICATE, /* seen before: not counted again */
+	LG_SEQ_BEYOND,    /* too far below to check: counted as reordered and unique */
+};
+
 void lg_stream_reset(struct lg_stream *s);
-void lg_stream_rx(struct lg_stream *s, uint64_t seq);
+enum lg_seq lg_stream_rx(struct lg_stream *s, uint64_t seq);
+
+/* ---- gaps: where frames went missing, in time -----------------------------------------------
+ * A gap is a run of frames that did not arrive (kind LG_GAP_LOST: numbers a stream skipped, found
+ * by the receiver) or that the driver refused to take (kind LG_GAP_REFUSED: a sending port's
+ * tx_burst returned fewer than it was handed, found by the sender; those frames are never
+ * numbered, see worker.c send_frames). `before` and `after` are the send stamps (TSC) of the
+ * frames that got through on either side: every frame of the gap was sent strictly between them.
+ * `filled` counts frames of a LOST gap that arrived later after all (reordered): the gap's loss
+ * is count - filled. A gap with LG_GAP_HEAD has no frame before it in its stream (before is 0);
+ * one with LG_GAP_TAIL lasted to the end of sending (after is the last send stamp).
+ *
+ * The log is an array written by one lcore; entries are complete before `n` counts them
+ * (release), so a reader that loads `n` (acquire) reads whole entries below it. */
+#define LG_GAP_LOST 0u
+#define LG_GAP_REFUSED 1u
+#define LG_GAP_HEAD 0x100u
+#define LG_GAP_TAIL 0x200u
+#define LG_GAP_LOOKBACK 256u /* gaps searched for the one a late frame fills */
+
+struct lg_gap {
+	uint64_t before, after; /* TSC send stamps of the frames on either side */
+	uint64_t first;         /* LOST: the first missing number of the stream */
+	uint64_t count;         /* frames in the gap */
+	uint64_t filled;        /* LOST: of them, arrived late (reordered) */
+	uint32_t stream;        /* LOST: the stream; REFUSED: the sending port */
+	uint32_t kind;          /* LG_GAP_LOST | LG_GAP_REFUSED, with LG_GAP_HEAD / LG_GAP_TAIL */
+};
+
+struct lg_gaplog {
+	uint64_t n;       /* entries written (atomic, release) */
+	uint64_t dropped; /* gaps that did not fit (atomic) */
+	uint64_t cap;
+	struct lg_gap *e;
+};
+
+void lg_gap_add(struct lg_gaplog *log, const struct lg_gap *g);
+/* A late frame (LG_SEQ_REORDERED) of `stream` numbered `seq`: the recent gap holding it counts it filled. */
+void lg_gap_fill(struct lg_gaplog *log, uint32_t stream, uint64_t seq);
+/* One received frame of a stream through lg_stream_rx; a number skipped is logged as a LOST gap
+ * between the stream's last stamp and this frame's. Returns what lg_stream_rx made of it. */
+enum lg_seq lg_track(struct lg_stream *s, struct lg_gaplog *log, uint32_t stream, uint64_t seq, uint64_t stamp);
+/* At the end of a trial: the frames a stream sent after the last one that arrived (sent - next),
+ * logged as a LOST gap with LG_GAP_TAIL from its last stamp to `end` (the last send stamp). */
+void lg_track_tail(const struct lg_stream *s, struct lg_gaplog *log, uint32_t stream, uint64_t sent, uint64_t end);
+
+/* ---- time bins ------------------------------------------------------------------------------
+ * A trial with bins counts every measured frame in the bin of its send stamp (bin i holds the
+ * stamps [t_arm + i * width, t_arm + (i+1) * width)): the sender what it offered and what the driver
+ * took, the receiver what arrived (unique numbers only) and its latency in a small histogram of
+ * its own. A bin's loss is offered - received, exact once its frames had time to arrive; a series
+ * of bins is the trial over time, and merging bins gives any window's counts and percentiles.
+ *
+ * The bin histogram is lg_hist's first LG_BIN_BUCKETS buckets as 32-bit counts (2.1 KB a bin):
+ * the same 1/16 resolution up to 2^35 ns (34 s), above which values fall into the last bucket;
+ * min, max, count and sum stay exact. */
+#define LG_BIN_BUCKETS 528u
+
+struct lg_bin {
+	uint64_t count, sum, min, max; /* min is UINT64_MAX while empty */
+	uint32_t bucket[LG_BIN_BUCKETS];
+};
+
+void lg_bin_reset(struct lg_bin *b, size_t n);
+void lg_bin_add(struct lg_bin *b, uint64_t value);
+/* The summary of n bins merged (p50..p999 as lg_hist_percentile: the middle of the bucket). */
+void lg_bins_summarize(const struct lg_bin *b, size_t n, struct lg_hist_summary *s);
 
 /* ---- the transmit schedule -------------------------------------------------------------------
  * Frame i of a trial is due at t0 + ceil(i * hz / rate) TSC cycles: the exact time rounded up,

@@ -117,6 +117,57 @@ build_templates(struct lg_trial_tx *t)
 	}
 }
 
+/* A measured burst in the time bin of its send stamp: c handed to the driver, taken of them taken. */
+static inline void
+count_bin(struct lg_trial_tx *t, uint64_t tsc, uint32_t c, uint32_t taken)
+{
+	struct lg_bins *b = t->p.bins;
+
+	if (b == NULL)
+		return;
+	uint64_t i = (tsc - t->t_arm) / b->width;
+	if (i >= b->n) {
+		LG_ADD(b->tx_outside, c);
+		return;
+	}
+	LG_ADD(b->offered[i], c);
+	LG_ADD(b->sent[i], taken);
+}
+
+static void
+close_refusals(struct lg_trial_tx *t, uint16_t port, uint64_t after, uint32_t flags)
+{
+	struct lg_port_tx *pt = &t->port[port];
+	struct lg_gap g = {.before = pt->refused_before, .after = after, .first = 0, .count = pt->refused_count,
+			   .filled = 0, .stream = port,
+			   .kind = LG_GAP_REFUSED | flags | (pt->refusing_head ? LG_GAP_HEAD : 0u)};
+
+	lg_gap_add(&t->refused, &g);
+	pt->refusing = 0;
+}
+
+/* Frames the driver refused (a full ring, a port whose peer is gone: net_vhost takes nothing while the
+ * guest's queue is not ready) are never numbered, so the receiver cannot see them missing: the sender
+ * logs each run of bursts it refused frames of as one gap, from the last burst taken before the run to
+ * the first one taken whole after it. */
+static inline void
+track_refusals(struct lg_trial_tx *t, uint16_t port, uint64_t tsc, uint32_t c, uint32_t taken)
+{
+	struct lg_port_tx *pt = &t->port[port];
+
+	if (taken < c) {
+		if (!pt->refusing) {
+			pt->refusing = 1;
+			pt->refusing_head = !taken && !pt->last_taken;
+			pt->refused_before = taken ? tsc : pt->last_taken;
+			pt->refused_count = 0;
+		}
+		pt->refused_count += c - taken;
+	} else if (pt->refusing) {
+		close_refusals(t, port, tsc, 0);
+	}
+}
+
 /* Send n frames of `port` starting with frame `idx`; returns how many frames were handed to the
  * driver (taken or dropped), 0 when the mempool had no mbufs. */
 static uint32_t
@@ -190,9 +241,13 @@ send_frames(struct lg_trial_tx *t, uint16_t port, uint64_t idx, uint32_t n, int 
 			LG_ADD(pt->dropped, c - taken);
 			LG_ADD(pt->q_sent[q], taken);
 			LG_ADD(pt->q_dropped[q], c - taken);
+			count_bin(t, tsc, c, taken);
+			track_refusals(t, port, tsc, c, taken);
 		} else {
 			LG_ADD(pt->warmup_sent, c);
 		}
+		if (taken)
+			pt->last_taken = tsc;
 	}
 	return n;
 }
@@ -223,6 +278,10 @@ begin_trial(struct lg_trial_tx *t, uint32_t gen)
 	t->last_pass = 0;
 	LG_STORE(t->shifts, 0);
 	LG_STORE(t->shifted, 0);
+	LG_STORE(t->t_arm, 0);
+	LG_STORE(t->mono_arm, 0);
+	LG_STORE(t->refused.n, 0);
+	LG_STORE(t->refused.dropped, 0);
 	for (uint32_t f = 0; f < flows; f++)
 		t->flow_queue[f] = (uint16_t)(f % lg.nb_queues); /* flow f goes out on queue f % queues */
 	lg_hist_reset(&t->lateness);
@@ -257,6 +316,10 @@ arm_trial(struct lg_trial_tx *t, uint64_t now)
 		LG_STORE(t->t_run, now + lg_due(n_warm, lg.hz, p->rate));
 		LG_STORE(t->t_sched_end, now + lg_due(n_warm + n_meas, lg.hz, p->rate));
 	}
+	uint64_t arm_tsc, arm_mono;
+	lg_clock_pair(&arm_tsc, &arm_mono);
+	LG_STORE(t->t_arm, now);
+	LG_STORE(t->mono_arm, arm_mono - (uint64_t)((double)(arm_tsc - now) * lg.ns_per_cycle));
 	for (uint16_t port = 0; port < lg.nb_ports; port++) {
 		struct lg_port_tx *pt = &t->port[port];
 		LG_STORE(pt->active, (p->port_mask >> port & 1) && ACQ(lg.port[port].started));
@@ -274,6 +337,8 @@ end_sending(struct lg_trial_tx *t, uint64_t now)
 {
 	for (uint16_t port = 0; port < lg.nb_ports; port++) {
 		struct lg_port_tx *pt = &t->port[port];
+		if (pt->refusing)
+			close_refusals(t, port, t->t_last ? t->t_last : now, LG_GAP_TAIL);
 		if (pt->active && pt->n_total != UINT64_MAX && pt->idx < pt->n_total) {
 			uint64_t measured_left = pt->n_total - (pt->idx > pt->n_warm ? pt->idx : pt->n_warm);
 			LG_STORE(pt->unsent, measured_left);
@@ -427,6 +492,10 @@ rx_reset(struct lg_trial_rx *r, const struct lg_trial_tx *t, uint32_t gen)
 	r->tag = (uint16_t)(gen << 1);
 	r->frozen = 0;
 	r->last_pass = 0;
+	r->t_arm = 0;
+	r->bins = t->p.bins;
+	LG_STORE(r->lost.n, 0);
+	LG_STORE(r->lost.dropped, 0);
 	LG_STORE(r->stall_max, 0);
 	lg_hist_reset(&r->latency);
 	memset(r->port, 0, sizeof(r->port));
@@ -459,8 +528,27 @@ rx_frame(struct lg_trial_rx *r, struct lg_port_rx *pr, uint16_t q, const struct 
 		return;
 	}
 	LG_ADD(pr->q_rx[q], 1);
-	lg_stream_rx(&r->stream[pl.stream], pl.seq);
-	lg_hist_add(&r->latency, now > pl.tsc ? cycles_to_ns(now - pl.tsc) : 0);
+	enum lg_seq what = lg_track(&r->stream[pl.stream], &r->lost, pl.stream, pl.seq, pl.tsc);
+	uint64_t latency = now > pl.tsc ? cycles_to_ns(now - pl.tsc) : 0;
+	lg_hist_add(&r->latency, latency);
+	struct lg_bins *b = r->bins;
+	if (b != NULL && what != LG_SEQ_DUPLICATE && r->t_arm) {
+		uint64_t i = pl.tsc > r->t_arm ? (pl.tsc - r->t_arm) / b->width : 0;
+		if (i < b->n)
+			lg_bin_add(&b->rx[i], latency);
+		else
+			LG_ADD(b->rx_outside, 1);
+	}
+}
+
+/* The receiver froze the trial: what each stream sent after its last frame that arrived is lost too. */
+static void
+log_tails(struct lg_trial_rx *r, const struct lg_trial_tx *t)
+{
+	uint64_t end = LG_LOAD(t->t_last);
+
+	for (uint32_t s = 0; s < r->streams; s++)
+		lg_track_tail(&r->stream[s], &r->lost, s, LG_LOAD(t->tx_seq[s]), end);
 }
 
 static void
@@ -478,8 +566,11 @@ rx_step(struct lg_trial_rx *r, const struct lg_trial_tx *t)
 			LG_STORE(r->stall_max, pass - r->last_pass);
 		r->last_pass = pass;
 	}
+	if (!r->t_arm && state >= LG_WARMUP && state <= LG_DONE)
+		r->t_arm = LG_LOAD(t->t_arm); /* stored before the state left starting (release) */
 	if (!r->frozen && state == LG_DRAINING && pass >= LG_LOAD(t->t_drain)) {
 		r->frozen = 1;
+		log_tails(r, t);
 		REL(lg.rx_final_gen, r->gen);
 	}
 	int in_trial = r->gen != 0 && ACQ(lg.rx_gen_ack) == r->gen;

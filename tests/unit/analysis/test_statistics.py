@@ -314,3 +314,17 @@ def test_loss_summary():
         loss_summary([0.1, -0.01])
     with pytest.raises(ValueError):
         loss_summary([0.1, 1.5])
+
+
+def test_loss_upper_bound_is_clopper_pearson_and_three_over_n_without_loss():
+    from scipy.stats import beta
+
+    from labctl.analysis.loss import loss_upper_bound
+
+    assert loss_upper_bound(0, 1_000_000) == pytest.approx(3 / 1_000_000, rel=0.002)  # the rule of three
+    assert loss_upper_bound(0, 1_000_000) == pytest.approx(-math.log(0.05) / 1_000_000, rel=1e-5)
+    assert loss_upper_bound(7, 10_000) == pytest.approx(beta.ppf(0.95, 8, 9_993))
+    assert loss_upper_bound(7, 10_000) > 7 / 10_000
+    assert loss_upper_bound(5, 5) == 1.0 and loss_upper_bound(0, 0) is None
+    with pytest.raises(ValueError, match="lost 6 of 5 offered"):
+        loss_upper_bound(6, 5)

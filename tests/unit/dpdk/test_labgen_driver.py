@@ -216,3 +216,67 @@ def test_a_labgen_older_than_the_pause_rule_says_so(tmp_path):
     gen = Scripted(tmp_path, ["idle"], reply_error="trial 3 is running: /labgen/stop it or wait")
     with pytest.raises(WorkloadError, match="trial 3 is running"):  # other refusals pass through as they are
         gen.start_trial(TrialSpec(rate_pps=1000))
+
+
+def test_time_bins_are_a_start_key():
+    spec = TrialSpec(rate_pps=1000, duration_s=2, bin_s=0.01)
+    assert spec.params().endswith(",duration=2,bin=0.01")
+    with pytest.raises(WorkloadError, match=r"time bins of 0.0001 s are not in 0.001..60.0 s"):
+        TrialSpec(rate_pps=1000, bin_s=0.0001)
+
+
+def test_trial_clock_measures_the_tsc_rate_against_the_monotonic_clock():
+    # DPDK says 2.6 GHz; over 10 s the TSC ran 2.596e10 cycles while CLOCK_MONOTONIC ran 10 s
+    clock = lg.TrialClock(arm_tsc=1_000_000, arm_mono_ns=5_000_000_000, ref_tsc=1_000_000 + 25_960_000_000,
+                          ref_mono_ns=15_000_000_000, hz=2_600_000_000)
+    assert clock.ns_per_cycle == pytest.approx(1 / 2.596)
+    assert clock.mono_ns(1_000_000 + 2_596_000_000) == pytest.approx(6_000_000_000)
+    assert clock.tsc(clock.mono_ns(123_456_789_000)) == pytest.approx(123_456_789_000)
+    short = lg.TrialClock(1_000, 5_000, 1_000 + 1_000_000, 5_000 + 400_000, hz=2_000_000_000)
+    assert short.ns_per_cycle == 0.5  # under half a second: DPDK's rate, a jittery reading proves nothing
+
+
+class Timed(Scripted):
+    """A labgen with 250 gaps (80 a reply) and 230 time bins (100 a reply)."""
+
+    def command(self, cmd: str) -> dict:
+        self.sent.append(cmd)
+        if cmd.startswith("/labgen/gaps,"):
+            log, first = cmd.split(",")[1], int(cmd.split(",")[2])
+            rows = range(first, min(first + 80, 250))
+            return {"log": log, "total": 250, "dropped": 7, "first": first, "before": [10 * i for i in rows],
+                    "after": [10 * i + 5 for i in rows], "count": [3] * len(rows), "filled": [i % 2 for i in rows],
+                    "stream": [i % 4 for i in rows], "kind": [lg.GAP_HEAD if i == 0 else lg.GAP_TAIL * (i == 249)
+                                                              for i in rows]}
+        if cmd.startswith("/labgen/series,"):
+            first = int(cmd.split(",")[1])
+            rows = range(first, min(first + 100, 230))
+            return {"bins": 230, "first": first, "bin_cycles": 1000, "offered": [100] * len(rows),
+                    "sent": [100] * len(rows), "received": [100 - (i % 3) for i in rows], "p50": [7] * len(rows),
+                    "p99": [9] * len(rows), "max": [i for i in rows]}
+        if cmd.startswith("/labgen/window,"):
+            first, end = map(int, cmd.split(",")[1:])
+            return {"first": first, "end": end, "offered": 100 * (end - first), "sent": 100 * (end - first),
+                    "received": 99 * (end - first), "latency_ns": {"count": 99 * (end - first), "p50": 7000}}
+        return super().command(cmd)
+
+
+def test_gaps_are_read_page_by_page(tmp_path):
+    gen = Timed(tmp_path, ["done"])
+    got, dropped = gen.gaps("refused")
+    assert len(got) == 250 and dropped == 7
+    assert [c for c in gen.sent] == ["/labgen/gaps,refused,0", "/labgen/gaps,refused,80", "/labgen/gaps,refused,160",
+                                     "/labgen/gaps,refused,240"]
+    assert got[0].head and not got[0].tail and got[249].tail and (got[1].before_tsc, got[1].after_tsc) == (10, 15)
+    assert got[1].missing == 2 and got[2].missing == 3 and got[3].stream == 3 and got[0].log == "refused"
+
+
+def test_series_and_windows(tmp_path):
+    gen = Timed(tmp_path, ["done"])
+    every = gen.series()
+    assert [b.index for b in every] == list(range(230)) and every[4].lost == 1 and every[7].max_ns == 7
+    part = gen.series(95, 210)
+    assert [b.index for b in part] == list(range(95, 210))
+    window = gen.window(10, 20)
+    assert (window.offered, window.received, window.lost, window.latency.p50_us) == (1000, 990, 10, 7.0)
+    assert gen.sent[-1] == "/labgen/window,10,20"

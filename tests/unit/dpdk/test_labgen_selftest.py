@@ -160,3 +160,59 @@ def test_schedule_is_never_early_and_at_most_a_cycle_late(hz, rate):
         assert exact <= row["due"] < exact + 1                     # ceil(i * hz / rate)
         assert row["count_at_due"] == row["i"] + 1                 # frame i is due at due(i) ...
         assert row["i"] == 0 or row["count_before"] == row["i"]    # ... and not one cycle before
+
+
+def stamp(seq: int) -> int:
+    """The send stamp labgen-selftest gives frame ``seq`` of its one stream."""
+    return 1000 + 10 * seq
+
+
+def gaps(sent: int, seqs: list[int]) -> list[dict]:
+    return [{k: g[k] for k in ("first", "count", "filled", "before", "after", "head", "tail")}
+            for g in selftest("gaps", [sent, *seqs])["gaps"]]
+
+
+def gap(first, count, before, after, filled=0, head=False, tail=False):
+    return {"first": first, "count": count, "filled": filled, "before": before, "after": after, "head": head,
+            "tail": tail}
+
+
+@pytest.mark.parametrize(("sent", "seqs", "expected"), [
+    (5, [0, 1, 2, 3, 4], []),
+    (8, [0, 1, 5, 6, 7], [gap(2, 3, stamp(1), stamp(5))]),                 # between the frames on either side
+    (8, [0, 1, 5, 3, 6, 7], [gap(2, 3, stamp(1), stamp(5), filled=1)]),    # one of them late: filled, not lost
+    (8, [0, 1, 5, 2, 3, 4, 6, 7], [gap(2, 3, stamp(1), stamp(5), filled=3)]),  # all late: a gap of no loss
+    (6, [0, 1, 2], [gap(3, 3, stamp(2), stamp(5), tail=True)]),             # lost at the end: the tail
+    (6, [3, 4, 5], [gap(0, 3, 0, stamp(3), head=True)]),                    # nothing before it in the stream
+    (4, [], [gap(0, 4, 0, stamp(3), head=True, tail=True)]),
+    (10, [0, 3, 3, 7, 9], [gap(1, 2, stamp(0), stamp(3)), gap(4, 3, stamp(3), stamp(7)),
+                           gap(8, 1, stamp(7), stamp(9))]),                 # a duplicate moves nothing
+])
+def test_gaps_are_placed_between_the_frames_that_got_through(sent, seqs, expected):
+    assert gaps(sent, seqs) == expected
+
+
+def test_gaps_agree_with_the_loss_count():
+    """Every lost number is in exactly one gap: the gaps' unfilled frames add up to sent - unique."""
+    rng = random.Random(11)
+    seqs = [s for s in range(20000) if rng.random() > 0.01]
+    for i in range(0, len(seqs) - 1, 97):  # some frames swapped with the next
+        seqs[i], seqs[i + 1] = seqs[i + 1], seqs[i]
+    out = selftest("gaps", [20000, *seqs])
+    missing = sum(g["count"] - g["filled"] for g in out["gaps"])
+    assert missing == 20000 - out["unique"] and out["reordered"] > 0
+    assert all(g["before"] < g["after"] for g in out["gaps"] if not g["head"])
+
+
+@pytest.mark.parametrize("bins", [1, 3, 60])
+def test_time_bins_merged_give_the_histograms_summary(bins):
+    """Values dealt into time bins, merged, summarise as the one histogram does (below 2^35 ns)."""
+    values = [random.Random(bins).randrange(50, 20_000_000) for _ in range(5000)]
+    assert selftest("bins", [bins, *values]) == selftest("hist", values)
+
+
+def test_time_bins_clamp_above_their_range():
+    """Above 2^35 ns (34 s) a bin's value falls in its last bucket: max stays exact, percentiles are capped."""
+    got = selftest("bins", [1, 100, 2**36, 2**37])
+    assert got["max"] == 2**37 and got["min"] == 100 and got["count"] == 3
+    assert got["p50"] < 2**36

@@ -58,7 +58,10 @@ def test_directions():
     lower = {"loss_ratio", "lost", "reordered", "duplicate", "tx_dropped", "guest_tx_dropped", "retransmits",
              "cycles_per_packet", "vswitch_cycles_per_packet", "host_cpu_cores", "guest_cpu_cores", "rr_latency_us",
              *(f"latency_{p}_us" for p in ("min", "mean", "p50", "p90", "p99", "p999", "max")),
-             *(m for m in Metrics.model_fields if m.startswith("service_demand"))}
+             *(m for m in Metrics.model_fields if m.startswith("service_demand")),
+             # a reconf's cost and a soak's loss, events and the host's stalls
+             "lost_packets", "time_lost_s", "outage_count", "longest_outage_s", "latency_before_p99_us",
+             "latency_after_p99_us", "loss_upper_bound", "loss_events", "loss_events_host", "host_stall_s"}
     for name, metric in registry.METRICS.items():
         assert metric.lower_is_better == (name in lower | {"drops", "cpu"}), name
 
@@ -91,3 +94,14 @@ def test_tcp_rates_carry_their_service_demands():
         "bandwidth_gbps": ("service_demand_host_us_per_kb", "service_demand_guest_us_per_kb"),
         "transactions_per_s": ("service_demand_host_us_per_tx", "service_demand_guest_us_per_tx")}
     assert all(registry.lookup(d).lower_is_better for ds in registry.TCP_RATES.values() for d in ds)
+
+
+def test_a_reconf_or_soak_run_defaults_to_its_own_measure():
+    def rec(**metrics):
+        return TrialRecord(config={}, metrics=Metrics(**metrics))
+
+    assert registry.default_metrics([rec(mpps=1.0, time_lost_s=0.02, lost_packets=2000)]) == [
+        "time_lost_s", "lost_packets", "outage_count"]
+    assert registry.default_metrics([rec(mpps=1.0, loss_ratio=0.0, loss_upper_bound=3e-8)]) == [
+        "loss_upper_bound", "loss_ratio", "loss_events"]
+    assert registry.lookup("time_lost_s").kind == "reconf" and registry.lookup("loss_upper_bound").kind == "soak"

@@ -281,3 +281,22 @@ def test_extend_plan_appends_in_one_transaction_and_refuses_a_duplicate_seq(stor
         store.extend_plan(run_id, [{**plan(1)[0], "seq": 7}, {**plan(1)[0], "seq": 7}])
     with pytest.raises(UnknownRunError):
         store.extend_plan(run_id + 1, more)
+
+
+def test_a_trial_stored_in_flight_is_replaced_whole(store: Store) -> None:
+    """A soak's checkpoints: the trial is stored after its first minute and rewritten with what it measured since."""
+    run_id = store.create_run("soak", {}, [])
+    first = record(run_id, mpps=1.0, warnings=["soak stopped at 59 s of 120 s: a checkpoint"],
+                   details={"soak": {"series": [1] * 59}}, status="ok")
+    trial_id = store.add_trial(first)
+    later = record(run_id, mpps=1.1, warnings=[], details={"soak": {"series": [1] * 119}},
+                   metrics=Metrics(mpps=1.1, loss_upper_bound=2.5e-8))
+    store.replace_trial(trial_id, later)
+    (back,) = store.trials(run_id, status=None)
+    assert back.id == trial_id and back.warnings == [] and len(back.details["soak"]["series"]) == 119
+    assert back.metrics.loss_upper_bound == 2.5e-8 and back.metrics.loss_ratio is None
+    rows = store._conn.execute("SELECT name, value FROM metrics WHERE trial_id = ? ORDER BY name", (trial_id,)).fetchall()
+    assert rows == [("loss_upper_bound", 2.5e-8), ("mpps", 1.1)]  # the per-metric rows follow
+    other = store.create_run("other", {}, [])
+    with pytest.raises(ValueError, match=f"run {other} has no trial {trial_id}"):
+        store.replace_trial(trial_id, record(other))
