@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from labctl import api
+from labctl.cli.measure import PROFILE
 from labctl.cli.output import print_json, say
 from labctl.errors import UserError
 from labctl.events import Event
@@ -62,7 +63,7 @@ def _finish(result, db: Path, as_json: bool) -> None:
         raise typer.Exit(1)
 
 
-def reconf(file: Path,
+def reconf(file: Path = PROFILE,
            change: Optional[List[str]] = typer.Option(None, "--change", help="KNOB=VALUE made live while the load runs, "
                                                       "repeatable: workload.rxd|txd|burst (embedded), "
                                                       "guest.pinning.vhost (OVS's PMDs), vswitch.pmd_rxq_rebalance=now, "
@@ -97,7 +98,7 @@ def reconf(file: Path,
         raise typer.Exit(1)
 
 
-def soak(file: Path,
+def soak(file: Path = PROFILE,
          duration: str = typer.Option("30m", "--duration", help="how long: 90s, 30m, 2h (10 s to 12 h)"),
          rate: Optional[str] = RATE, at: Optional[str] = AT, db: Path = DB, set_: Optional[List[str]] = SET,
          as_json: bool = typer.Option(False, "--json", help="print the result (with its series) as JSON"),

@@ -154,12 +154,12 @@ def test_non_bootable_image_fails_within_the_bound(clean_lab, no_leftovers, writ
     empty = Path("/run/labctl-test") / tmp_path.name / "empty.qcow2"
     empty.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(empty), "64M"], check=True)
-    path = image_profile(write_profile, "it-imgnone", empty, "testpmd", agent_timeout_s=30)
+    path = image_profile(write_profile, "it-imgnone", empty, "testpmd", agent_timeout_s=12)
     record = api.run(api.load(path))
     assert record.status == "failed"
     assert CHANNEL in record.error and "qemu-guest-agent" in record.error and "\n" not in record.error
     # the profile's bound fired (not some other failure, nor a longer default wait)
-    assert f"the guest agent on channel {CHANNEL} did not answer within 30 s" in record.error
+    assert f"the guest agent on channel {CHANNEL} did not answer within 12 s" in record.error
     from labctl.lab.ledger import load_state
 
     assert load_state("it-imgnone").resources == []
