@@ -10,8 +10,8 @@ files that exist only in the build (MkDocs 1.6 ``File.generated``), nothing is w
 * ``reference/rules.md``: every rule of the registry (``labctl.profile.rules.RULES``) with its reason and
   source, in the order a profile's problems are reported;
 * ``reference/metrics.md``: the metric registry (``labctl.results.metrics.METRICS``);
-* ``reference/knobs.md``: every knob path a profile has, and whether changing it needs a guest boot, from
-  the plan's own classification (``labctl.lab.plan.is_domain_knob``).
+* ``reference/knobs.md``: every knob path a profile has, and how a running guest takes it (live, swap, boot), from
+  the plan's own classification (``labctl.lab.plan.knob_kind``).
 
 Run as a script it writes the man page ``labctl(1)`` (roff, from the same Click tree):
 ``python docs/hooks/reference.py --man build/docs/labctl.1`` (``make docs`` does).
@@ -253,16 +253,17 @@ def knobs_page() -> str:
            "Every setting of a profile is a knob: `--set PATH=VALUE` on a command line, a key of a profile's "
            "`sweep:`. A NIC's knobs take `*` for every NIC (`guest.nics.*.queues`) or an index "
            "(`guest.nics.0.queues`); a vCPU's pin its index (`guest.pinning.vcpus.0`).", "",
-           "*Needs a boot* says whether changing the knob between two trials on a libvirt guest means a new "
-           "domain (or a restart of its host side), from the plan's own classification "
-           "(`labctl.lab.plan.is_domain_knob`), so a sweep orders its trials for the fewest boots. The others "
-           "are applied to the running guest per trial (the forwarder's settings, vCPU and emulator pins, "
-           "the TCP sessions). The embedded lab starts afresh every trial.", "",
-           "| knob | needs a boot | description |", "|---|---|---|"]
+           "*On a running guest* says how a libvirt guest takes a new value of the knob between two trials, from "
+           "the plan's own classification (`labctl.lab.plan.knob_kind`, with the default `swap: hotplug`): "
+           "`live` (applied to the running guest per trial: the forwarder's settings, vCPU and emulator pins, "
+           "the TCP sessions), `swap` (its NICs swapped in place, no boot: [hot-swap](../how-to/hot-swap.md); "
+           "`swap: boot` or `--swap boot` makes these boots) or `boot` (a new domain, or a restart of its host "
+           "side), so a sweep orders its trials for the fewest boots. The embedded lab starts afresh every "
+           "trial.", "",
+           "| knob | on a running guest | description |", "|---|---|---|"]
     descriptions = {f"{p}.{n}".lstrip("."): f.description for p, m in schema_models() for n, f in m.model_fields.items()}
     for path in knob_paths():
-        boot = "yes" if plan.is_domain_knob(path) else "no"
-        out.append(f"| `{path}` | {boot} | {_cell(descriptions.get(path) or '')} |")
+        out.append(f"| `{path}` | {plan.knob_kind(path)} | {_cell(descriptions.get(path) or '')} |")
     return "\n".join(out) + "\n"
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from labctl.lab.plan import is_domain_knob
+from labctl.lab.plan import knob_kind
 from labctl.profile.rules import RULES
 from labctl.results.metrics import METRICS
 from tests.conftest import ROOT
@@ -61,8 +61,9 @@ def test_the_knob_page_follows_the_plan_s_classification():
     reference = _reference()
     page = reference.knobs_page()
     for path in ("guest.nics.*.rx_queue_size", "guest.memory_mib", "workload.burst", "guest.pinning.emulator"):
-        assert f"| `{path}` | {'yes' if is_domain_knob(path) else 'no'} |" in page
-    assert "| `workload.burst` | no |" in page and "| `guest.nics.*.rx_queue_size` | yes |" in page
+        assert f"| `{path}` | {knob_kind(path)} |" in page
+    assert "| `workload.burst` | live |" in page and "| `guest.nics.*.rx_queue_size` | swap |" in page
+    assert "| `guest.memory_mib` | boot |" in page and "| `guest.pinning.emulator` | live |" in page
 
 
 def test_the_man_page_lists_every_command_and_option(tmp_path):
