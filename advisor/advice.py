@@ -83,6 +83,10 @@ class Advice:
     warnings: list[str] = field(default_factory=list)
     max_loss: float = DEFAULT_MAX_LOSS
     trials_used: int = 0
+    # knob -> lowest median loss, where no value met ``max_loss`` (the pooled decision then ranked by rate);
+    # whether labgen paced those trials. Kept to word (and withdraw) the warning that says so.
+    saturated: dict[str, float] = field(default_factory=dict)
+    saturated_paced: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """``{"recommendations": [...], "inconclusive": [...], "warnings": [...]}`` (``labctl advise
@@ -92,6 +96,20 @@ class Advice:
             "inconclusive": [i.to_dict() for i in self.inconclusive],
             "warnings": list(self.warnings),
         }
+
+    def saturation_warning(self) -> str:
+        """The warning for the knobs (``self.saturated``) none of whose values met the loss limit: their
+        values were ranked by rate alone, and what would compare them within a loss goal."""
+        names = ", ".join(f"{knob} (lowest median loss {_pct_loss(low)})" for knob, low in self.saturated.items())
+        if self.saturated_paced:
+            cause = ("the paced load was above what every value forwards within it, so these values are ranked by "
+                     "rate alone; a run judged on loss_ratio (sweep --verdict-metric loss_ratio) compares their loss, "
+                     "and a lower workload.rate, or labctl sweep --metric ndr|pdr, gives rates within a loss goal")
+        else:
+            cause = ("the trials offered more than the guest forwards (unpaced: workload.rate max, or generator "
+                     "flowgen), so these values are ranked by rate alone; a paced workload.rate, or labctl sweep "
+                     "--metric ndr|pdr, gives rates within a loss goal")
+        return f"no value of {names} met the {_pct_loss(self.max_loss)} loss limit: {cause}"
 
     def format(self) -> str:
         """The human-readable report of ``labctl advise``."""

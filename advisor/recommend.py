@@ -221,16 +221,9 @@ def _advise(
         advice.recommendations.extend(found)
         advice.inconclusive.extend(open_)
     if analysis.saturated:
-        names = ", ".join(f"{knob} (lowest median loss {_pct_loss(low)})" for knob, low in analysis.saturated.items())
-        if all(r.metrics.valid is not None for r in recs):  # labgen paced every trial (it reports validity)
-            cause = ("the paced load was above what every value forwards within it, so these values are ranked by "
-                     "rate alone; a run judged on loss_ratio (sweep --verdict-metric loss_ratio) compares their loss, "
-                     "and a lower workload.rate, or labctl sweep --metric ndr|pdr, gives rates within a loss goal")
-        else:
-            cause = ("the trials offered more than the guest forwards (unpaced: workload.rate max, or generator "
-                     "flowgen), so these values are ranked by rate alone; a paced workload.rate, or labctl sweep "
-                     "--metric ndr|pdr, gives rates within a loss goal")
-        advice.warnings.append(f"no value of {names} met the {_pct_loss(max_loss)} loss limit: {cause}")
+        advice.saturated = dict(analysis.saturated)
+        advice.saturated_paced = all(r.metrics.valid is not None for r in recs)  # labgen reports validity
+        advice.warnings.append(advice.saturation_warning())
     _platform_check(advice, dims, recs)
     return advice
 

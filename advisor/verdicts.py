@@ -81,6 +81,19 @@ def knob_decision(knob: str, states: list[dict[str, Any]], course: dict[str, Any
                           f"value): {why}", baseline=widest["candidate"], settings={knob: baseline})
 
 
+def _judged_on_loss(advice: Advice, knobs: set[str]) -> None:
+    """Withdraw the pooled decision's "ranked by rate alone" warning for the knobs the run's verdicts judged
+    on their loss: for those it is not true (they were compared on loss, within blocks)."""
+    before = advice.saturation_warning()
+    advice.saturated = {k: low for k, low in advice.saturated.items() if k not in knobs}
+    at = advice.warnings.index(before) if before in advice.warnings else None
+    if at is not None:
+        if advice.saturated:
+            advice.warnings[at] = advice.saturation_warning()
+        else:
+            del advice.warnings[at]
+
+
 def apply_until(advice: Advice, course: dict[str, Any] | None, ids: dict[str, dict[str, list[int]]],
                 run_id: int | None = None) -> Advice:
     """``advice`` with every knob the run's ``until`` verdicts cover decided by them (see the module's text).
@@ -95,6 +108,9 @@ def apply_until(advice: Advice, course: dict[str, Any] | None, ids: dict[str, di
     advice.recommendations = [r for r in advice.recommendations if r.knob not in knobs]
     advice.inconclusive = [i for i in advice.inconclusive if i.knob not in knobs]
     course = {**(course or {}), "run_id": run_id}
+    entry = lookup(course.get("metric") or "mpps")
+    if advice.saturated and entry is not None and entry.kind == "loss":
+        _judged_on_loss(advice, set(knobs))
     for knob, group in knobs.items():
         decision = knob_decision(knob, group, course, ids)
         if isinstance(decision, Recommendation):

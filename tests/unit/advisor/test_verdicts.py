@@ -74,3 +74,24 @@ def test_advise_on_an_until_decided_run_names_verdict_trials_confidence(tmp_path
     assert "recommend guest.nics.*.rx_queue_size = 1024" in text
     assert f"until decided (run {result.run_id}): every comparison decided" in text and "confidence" in text
     assert "workload.burst: 64 vs 32: equivalent" in text and "Equivalent within ±5%: keep 32" in text
+
+
+def test_a_run_judged_on_loss_withdraws_the_ranked_by_rate_warning_for_the_knobs_it_judged():
+    pooled = Advice(saturated={RX: 0.0013, BURST: 0.0021}, saturated_paced=True, warnings=["host unsteady"])
+    pooled.warnings.append(pooled.saturation_warning())
+    assert "no value of guest.nics.*.rx_queue_size (lowest median loss 0.13%), workload.burst" in pooled.warnings[1]
+    course = {**_course(_state(RX, 256, 1024, "better", -0.4, -0.6, -0.2)), "metric": "loss_ratio"}
+    advice = apply_until(pooled, course, {})
+    assert advice.warnings[0] == "host unsteady"
+    assert advice.warnings[1].startswith("no value of workload.burst (lowest median loss 0.21%) met the 0.1% loss")
+    assert RX not in advice.warnings[1]
+    both = {**course, "comparisons": course["comparisons"] + [_state(BURST, 32, 64, "open", 0.1, -0.1, 0.3)]}
+    pooled.saturated = {RX: 0.0013, BURST: 0.0021}
+    pooled.warnings = ["host unsteady", pooled.saturation_warning()]
+    assert apply_until(pooled, both, {}).warnings == ["host unsteady"]
+    # a run judged on a rate keeps it: its knobs were ranked by rate
+    pooled.saturated = {RX: 0.0013}
+    kept = pooled.saturation_warning()
+    pooled.warnings = [kept]
+    assert apply_until(pooled, _course(_state(RX, 256, 1024, "better", 3.0, 1.0, 5.0)), {}).warnings == [kept]
+    assert kept.startswith("no value of guest.nics.*.rx_queue_size")
