@@ -342,7 +342,8 @@ class _Effects:
         if mean_b > 0:
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratios = np.where(boot_b > 0, boot_a / np.where(boot_b > 0, boot_b, 1.0), np.inf)
-            r_lo, r_hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
+                # between two infinite draws the interpolation is inf - inf: that quantile is infinite
+                r_lo, r_hi = np.nan_to_num(np.quantile(ratios, [alpha / 2, 1 - alpha / 2]), nan=np.inf)
             ratio = mean_a / mean_b
             est, lo, hi = 100 * (ratio - 1), 100 * (float(r_lo) - 1), 100 * (float(r_hi) - 1)
         else:
