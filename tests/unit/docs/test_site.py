@@ -80,3 +80,19 @@ def test_the_man_page_lists_every_command_and_option(tmp_path):
         shown = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, timeout=30,
                                env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "100"})
         assert shown.returncode == 0 and "labctl sweep" in shown.stdout
+
+
+def test_the_readme_names_every_knob_under_how_a_running_guest_takes_it():
+    """Every knob has its place in the README (the brief's rule), in the list of its kind: a knob added to the
+    schema, or moved from boot to swap, fails here until the README says so."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## The knobs"):text.index("## The docs")]
+    listed = {}
+    for kind in ("live", "swap", "boot"):
+        item = re.search(rf"^- \*\*{kind}\*\*(.*?)(?=^- \*\*|^\n)", section, re.S | re.M).group(1)
+        for path in re.findall(r"`([a-z_.*]+)`", item):
+            listed.setdefault(path, kind)
+    knobs = _reference().knob_paths()
+    assert {path: knob_kind(path) for path in knobs} == {path: listed.get(path) for path in knobs}
