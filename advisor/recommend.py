@@ -96,7 +96,7 @@ from labctl.host.steadiness import unsteady_warning
 from labctl.analysis import statistics
 from labctl.results.metrics import FORWARDING_RATES, TCP_RATES, ranked_rates
 
-from advisor.advice import DEFAULT_MAX_LOSS, Advice, _pct_loss
+from advisor.advice import DEFAULT_MAX_LOSS, Advice
 from advisor.effects import FORWARDING, Rate, rate_of
 from advisor.engine import CONFIDENCE, NOISE_FLOOR_PCT, _Analysis
 from advisor.facts import tx_ring_violation

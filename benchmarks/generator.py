@@ -38,7 +38,8 @@ from typing import Iterator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labctl import signals  # noqa: E402
-from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, connect_ports, vhost_client_labgen  # noqa: E402
+from labctl.dpdk.labgen import Labgen, TrialSpec, connect_ports, vhost_client_labgen  # noqa: E402
+from labctl.dpdk.labgen_replies import LabgenResult  # noqa: E402
 from labctl.dpdk.testpmd import Testpmd  # noqa: E402
 from labctl.errors import LabError  # noqa: E402
 from labctl.host.steadiness import probe  # noqa: E402

@@ -16,7 +16,11 @@ Prints one JSON document::
                     "same": bool},
      "wall_per_trial_s": {"boot": {"median": ..., "mean": ...}, "hotplug": {...}, "swap_over_boot": ...},
      "reach_s": {"boot": {"median": ...}, "hotplug": {...}},
-     "trials": [{"block", "position", "value", "design", "reached", "mpps", "wall_s", "status"}, ...], "host": ...}
+     "trials": [{"block", "position", "value", "design", "reached", "mpps", "wall_s", "steps_s", "status"}, ...],
+     "host": ...}
+
+``steps_s`` holds the trial's own timings (the swap's detach, host side, attach and guest steps; the boot's;
+the forwarder's start; the traffic), so where a design's wall time goes can be read.
 
 The ratio's interval is Student's t on the log ratios of the pairs (a swap-reached and a boot-reached trial of
 the same value in the same block), as ``labctl sweep --until decided`` judges its within-block pairs
@@ -42,7 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from labctl import signals  # noqa: E402
-from labctl.lab.plan import derive  # noqa: E402
 from labctl.measure.labs import LabSession, check_measurable  # noqa: E402
 from labctl.measure.trial import run_trial  # noqa: E402
 from labctl.profile.load import load_profile  # noqa: E402
@@ -134,6 +137,8 @@ def main() -> None:
                                    "note": reached.get("note"), "status": record.status, "error": record.error,
                                    "mpps": record.metrics.mpps if record.status == "ok" else None,
                                    "wall_s": round(record.details.get("timings", {}).get("trial_s", 0.0), 2),
+                                   "steps_s": {k: round(v, 2) for k, v in record.details.get("timings", {}).items()
+                                               if isinstance(v, (int, float))},
                                    "nics": [n.get("negotiated") for n in record.details.get("nics", [])],
                                    "host": record.env.host, "accel": record.env.accel})
             info = labs.info()

@@ -486,10 +486,10 @@ def trend_marks(db: str | Path = DEFAULT_DB, run: int | None = None, limit: int 
 def check_bisect(loaded: LoadedProfile, recipe: str | None, good: str | None, bad: str | None,
                  budget: str | None = None, threshold_pct: float | None = None, metric: str | None = None,
                  db: str | Path = DEFAULT_DB, step_blocks: int | None = None):
-    """``labctl bisect``'s arguments checked before anything is built (:func:`labctl.measure.bisect.check_request`):
+    """``labctl bisect``'s arguments checked before anything is built (:func:`labctl.measure.bisect_request.check_request`):
     the recipe, both revisions (known, good an ancestor of bad), the budget, threshold, metric, the blocks a
     step plans its looks over, and the store."""
-    from labctl.measure.bisect import check_request
+    from labctl.measure.bisect_request import check_request
 
     return check_request(loaded, recipe, good, bad, budget, threshold_pct, metric, db, step_blocks)
 

@@ -4,7 +4,8 @@ labgen's gaps, windows and time bins served from plain lists (the unit tests of 
 
 from __future__ import annotations
 
-from labctl.dpdk.labgen import Gap, Percentiles, SeriesBin, TrialClock, TrialSpec, WindowCounts
+from labctl.dpdk.labgen import TrialSpec
+from labctl.dpdk.labgen_replies import Gap, Percentiles, SeriesBin, TrialClock, WindowCounts
 from labctl.host.monitor import MonitorReport
 from labctl.host.stalls import HostSecond
 from labctl.lab.live_changes import GuestPins

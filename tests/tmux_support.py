@@ -35,6 +35,8 @@ class Pane:
         environment = dict(os.environ if env is None else env)
         environment.setdefault("TERM", "xterm-256color")
         environment.pop("TMUX", None)  # a server of its own even when the tests themselves run inside tmux
+        for sized in ("COLUMNS", "LINES"):  # Textual takes these over the terminal's own size: the pane's size rules
+            environment.pop(sized, None)
         conf = Path(config_dir or "/tmp") / f"{self.socket}.conf"
         # the server's global environment is the one it starts with: the program gets exactly ``environment``
         conf.write_text("set -g remain-on-exit on\nset -g status off\nset -g default-terminal tmux-256color\n"

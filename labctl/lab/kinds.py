@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 
 from labctl.lab.ledger import Resource, ResourceKind, resource_kind
-from labctl.host.processes import TAG_VARIABLE, stop_process, tagged_processes
+from labctl.host.processes import stop_process, tagged_processes
 from labctl.owner import process_alive, process_started
 
 __all__ = ["process_alive", "stop_process", "dpdk_processes"]

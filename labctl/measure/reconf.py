@@ -44,17 +44,20 @@ from labctl.lab.live_changes import (DomainChanges, ExecCommand, LiveAction, che
                                      parse_changes, plan_changes)
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable
+from labctl.measure.reconf_change import ChangeMade, change_warnings, describe_change
+from labctl.measure.reconf_kernel import measure_kernel_change
 from labctl.measure.load_point import (HeldResult, LoadPoint, check_measurer, choose_load, held_trial, kernel_load,
                                       sleep_until, wait_armed, wait_running)
 from labctl.measure.session import base_data, open_session
 from labctl.measure.trial import Trial, trial_loop
 from labctl.profile.load import LoadedProfile
-from labctl.results.record import Metrics, TrialRecord
+from labctl.results.record import Metrics
 from labctl.workload import timeline
 from labctl.workload.paced import latency_metrics
 
 if TYPE_CHECKING:
-    from labctl.dpdk.labgen import Labgen, TrialClock
+    from labctl.dpdk.labgen import Labgen
+    from labctl.dpdk.labgen_replies import TrialClock
 
 WINDOW_S, MIN_WINDOW_S, MAX_WINDOW_S = 5.0, 1.0, 60.0
 BIN_S = 0.01
@@ -134,12 +137,6 @@ def prepare(loaded: LoadedProfile, request: ReconfRequest, db: Any, render_xml: 
     return ReconfPlan(actions, load, request.window_s)
 
 
-def describe_change(actions: list[LiveAction]) -> str:
-    """The change as report rows and ``labctl apply --dry-run`` name it: its knobs, or the command."""
-    knobs = [k for a in actions for k in a.knobs]
-    return "; ".join(sorted(knobs)) if knobs else "; ".join(a.label for a in actions)
-
-
 class ReconfResult(HeldResult):
     """A stored reconf trial (its details carry ``reconf``), with the run it is in."""
 
@@ -157,30 +154,6 @@ def _latency(window: Any) -> dict[str, Any]:
     lat = window.latency
     return {"count": lat.count, "p50_us": lat.p50_us, "p99_us": lat.p99_us, "max_us": lat.max_us} \
         if lat.count else {"count": 0}
-
-
-class ChangeMade:
-    """The change in flight: its start c0 and end c1 on labctl's clock, what each action did, read back."""
-
-    def __init__(self, actions: list[LiveAction]):
-        self.actions = actions
-        self.c0 = self.c1 = 0
-        self.applied: dict[str, list[str]] = {}
-        self.read_back: dict[str, Any] = {}
-
-    def make(self, lab: Any) -> None:
-        self.c0 = time.monotonic_ns()
-        for action in self.actions:
-            self.applied[action.label] = action.apply(lab)
-        self.c1 = time.monotonic_ns()
-
-    def read(self, lab: Any) -> None:
-        for action in self.actions:
-            self.read_back[action.label] = action.read_back(lab)
-
-    def cleanup(self, lab: Any) -> None:
-        for action in self.actions:
-            action.cleanup(lab)
 
 
 def _series(bins: list[Any], clock: TrialClock, bin_cycles: int, ref_mono_ns: float) -> dict[str, Any]:
@@ -239,7 +212,7 @@ def measure_change(trial: Trial, actions: list[LiveAction], rate: Any, window_s:
 
 def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: ChangeMade, window_s: float,
           report: Any) -> None:
-    from labctl.dpdk.labgen import LabgenResult
+    from labctl.dpdk.labgen_replies import LabgenResult
 
     lab, record = trial.lab, trial.record
     result = LabgenResult.from_stats(stats)
@@ -328,21 +301,6 @@ def _fill(trial: Trial, gen: Labgen, stats: dict[str, Any], spec: Any, change: C
     record.env = lab.environment(lab.pins(), shared)
 
 
-def change_warnings(change: ChangeMade, window_s: float, after: list[timeline.Outage]) -> list[str]:
-    """What makes a cost a lower bound or a change doubtful, whatever counted the loss."""
-    out = []
-    took_s = (change.c1 - change.c0) / 1e9
-    if took_s > window_s / 2:
-        out.append(f"the change took {took_s:.2f} s, more than half the {window_s:g} s window: the cost is a lower "
-                   "bound (use a longer --window)")
-    if any(o.tail for o in after):
-        out.append("an outage lasted to the end of the window: the cost is a lower bound (use a longer --window)")
-    for label, back in change.read_back.items():
-        if isinstance(back, dict) and back.get("exit_code") not in (None, 0) and label.startswith("--exec"):
-            out.append(f"{label}: exit code {back['exit_code']}")
-    return out
-
-
 def run_reconf(loaded: LoadedProfile, prepared: ReconfPlan, db: Any, on_event: OnEvent | None = None,
                wait: bool = True) -> ReconfResult:
     """One reconf trial in a new run of ``db`` (the run named after the profile)."""
@@ -360,8 +318,6 @@ def run_reconf(loaded: LoadedProfile, prepared: ReconfPlan, db: Any, on_event: O
         def measurement(trial: Trial) -> None:
             trial.record.config[CHANGE_KEY] = change
             if trial.lab.plan.tcp is not None:  # a kernel guest: iperf3's numbered datagrams
-                from labctl.measure.reconf_kernel import measure_kernel_change
-
                 measure_kernel_change(trial, prepared.actions, prepared.load.rate, prepared.window_s, on_event)
             else:
                 measure_change(trial, prepared.actions, prepared.load.rate, prepared.window_s, on_event)

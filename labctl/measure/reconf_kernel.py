@@ -18,7 +18,7 @@ from labctl.events import OnEvent, notify
 from labctl.errors import WorkloadError
 from labctl.lab.live_changes import LiveAction
 from labctl.measure.load_point import MIN_WARMUP_S, sleep_until
-from labctl.measure.reconf import ChangeMade, change_warnings, describe_change
+from labctl.measure.reconf_change import ChangeMade, change_warnings, describe_change
 from labctl.measure.trial import Trial
 from labctl.profile.rates import Rate
 from labctl.results.record import Metrics

@@ -43,7 +43,8 @@ from labctl.workload import timeline
 from labctl.workload.paced import latency_metrics
 
 if TYPE_CHECKING:
-    from labctl.dpdk.labgen import Labgen, SeriesBin, TrialClock
+    from labctl.dpdk.labgen import Labgen
+    from labctl.dpdk.labgen_replies import SeriesBin, TrialClock
 
 MIN_DURATION_S, MAX_DURATION_S = 10.0, 12 * 3600.0
 MAX_PER_SECOND_S = 4 * 3600.0  # labgen keeps 16384 bins: one a second up to about 4.5 h
@@ -162,7 +163,7 @@ def _compose(soak: _Soak, record: TrialRecord, stopped_at_s: float, complete: bo
              stats: dict[str, Any] | None) -> None:
     """The record from what has been measured so far (a checkpoint, an interrupted soak, or the whole)."""
     from labctl.analysis.loss import loss_upper_bound
-    from labctl.dpdk.labgen import LabgenResult
+    from labctl.dpdk.labgen_replies import LabgenResult
 
     assert soak.clock is not None
     clock = soak.gen.trial_clock(stats) if stats is not None else soak.clock

@@ -30,7 +30,6 @@ from labctl.analysis.grouping import knob_value
 from labctl.analysis.statistics import two_band
 from labctl.errors import KnobError
 from labctl.events import OnEvent, notify
-from labctl.profile.knobs import crossed
 from labctl.results.metrics import lookup
 from labctl.results.record import TrialRecord
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from labctl.dpdk.labgen import LabgenResult, Percentiles
+from labctl.dpdk.labgen_replies import LabgenResult, Percentiles
 from labctl.dpdk.testpmd import FwdStats
 from labctl.host.fingerprint import cpu_hz
 from labctl.results.record import Metrics

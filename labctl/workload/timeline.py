@@ -11,8 +11,8 @@ within ``flows`` frame intervals of its first and last missing frame (at 50 kpps
 1.3 ms).
 
 Times are seconds from a reference on CLOCK_MONOTONIC (``time.monotonic_ns()``: a reconf's change time,
-a soak's start), through the trial's :class:`~labctl.dpdk.labgen.TrialClock`. Time bins count frames by
-their send stamp too (:class:`~labctl.dpdk.labgen.SeriesBin`): :func:`bin_range` turns a stretch of labctl's
+a soak's start), through the trial's :class:`~labctl.dpdk.labgen_replies.TrialClock`. Time bins count frames by
+their send stamp too (:class:`~labctl.dpdk.labgen_replies.SeriesBin`): :func:`bin_range` turns a stretch of labctl's
 clock into the bins it covers.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from labctl.dpdk.labgen import Gap, TrialClock
+    from labctl.dpdk.labgen_replies import Gap, TrialClock
 
 
 @dataclass(frozen=True)

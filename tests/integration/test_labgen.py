@@ -17,7 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, connect_ports, ring_labgen, vhost_client_labgen
+from labctl.dpdk.labgen import Labgen, TrialSpec, connect_ports, ring_labgen, vhost_client_labgen
+from labctl.dpdk.labgen_replies import LabgenResult
 from labctl.dpdk.telemetry import RUNTIME_ROOT
 from labctl.errors import WorkloadError
 from labctl.paths import log_dir, run_dir, state_dir

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -34,10 +36,14 @@ def recorded_store(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def recorded_db(recorded_store, tmp_path) -> Path:
-    db = tmp_path / "recorded.db"
+def recorded_db(recorded_store) -> Iterator[Path]:
+    """A copy at a short path: the header shows the store's path whole only where it fits (a pytest
+    temporary path under xdist, pytest-413/popen-gw0/..., is cut with an ellipsis at 80 columns)."""
+    short = Path(tempfile.mkdtemp(prefix="lt", dir="/tmp"))
+    db = short / "recorded.db"
     shutil.copy(recorded_store, db)
-    return db
+    yield db
+    shutil.rmtree(short, ignore_errors=True)
 
 
 def title(screen: str) -> str:
@@ -62,7 +68,9 @@ def test_each_screen_in_a_terminal(recorded_db, tmp_path, size):
     argv = [sys.executable, "-m", "labctl.cli", "tui", "--db", str(recorded_db), "domains/quick.yaml"]
     with Pane(argv, cwd=ROOT, size=size, config_dir=tmp_path) as pane:
         # Host: the doctor report of this host (its values are this host's: only the rows are known)
-        host = pane.wait_for("labctl — Host", "lab embedded", SCREEN_KEYS)
+        # the footer on the last row: the app laid out at the pane's size (a resize can come after a first paint)
+        host = pane.wait_until(lambda s: "labctl — Host" in s and "lab embedded" in s and footer(s).endswith(SCREEN_KEYS),
+                               "the Host screen at the pane's size")
         assert "labctl — Host" in title(host)
         for row in ("cpu", "numa", "isolated", "hugepages", "kvm", "kernel", "dpdk", "lab libvirt"):
             assert any(line.startswith(row + " ") for line in body(host)), row

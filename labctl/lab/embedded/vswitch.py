@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from labctl.dpdk.eal import EalOptions, devarg_path, lcores_argument
 from labctl.dpdk.testpmd import Testpmd, TestpmdOptions

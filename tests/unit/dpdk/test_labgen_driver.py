@@ -12,7 +12,8 @@ import pytest
 
 from labctl import native, signals
 from labctl.dpdk import labgen as lg
-from labctl.dpdk.labgen import Labgen, LabgenResult, TrialSpec, eal_argv, ring_labgen, vhost_client_labgen
+from labctl.dpdk.labgen import Labgen, TrialSpec, eal_argv, ring_labgen, vhost_client_labgen
+from labctl.dpdk.labgen_replies import LabgenResult
 from labctl.errors import Cancelled, WorkloadError
 
 SOCKETS = [Path("/run/x/vhost-0.sock"), Path("/run/x/vhost-1.sock")]

@@ -13,6 +13,7 @@ import yaml
 
 from labctl.errors import KnobError, Terminated, UserError
 from labctl.measure import bisect as b
+from labctl.measure import bisect_request
 from labctl.measure.until import Pairing, State
 from labctl.analysis.sequential import Decision
 from labctl.profile.load import load_profile
@@ -75,7 +76,7 @@ def runner(speeds: dict[str, float], noise: dict[str, float], calls: list, seed:
 
 def request(tmp_path, good, bad, budget="200", **kw):
     loaded = load_profile(profile(tmp_path), cpus=CPUS)
-    return b.check_request(loaded, "fwd", good, bad, budget, db=tmp_path / "b.db", **kw)
+    return bisect_request.check_request(loaded, "fwd", good, bad, budget, db=tmp_path / "b.db", **kw)
 
 
 def built_commits(tmp_path: Path) -> list[str]:
@@ -111,7 +112,7 @@ def test_the_planted_commit_is_found_with_its_interval_and_the_broken_one_skippe
     assert all(run["status"] == "finished" for run in runs)
     with Store(tmp_path / "b.db") as store:  # each step's looks planned over at most --step-blocks (8) blocks
         horizons = [store.run(run["id"])["info"]["until"]["max_blocks"] for run in runs]
-    assert horizons and all(h == b.STEP_BLOCKS for h in horizons), horizons
+    assert horizons and all(h == bisect_request.STEP_BLOCKS for h in horizons), horizons
     assert set(calls) <= {b.label(s) for s in history}
     assert "first bad commit: " + history[6] in result.message
     # the answer as text, as JSON, as a page; the stored bisect reads back the same
@@ -197,11 +198,11 @@ def test_bad_revisions_are_refused_before_any_build(tmp_path, history, good, bad
 def test_bad_recipe_and_budget_are_refused(tmp_path, history):
     loaded = load_profile(profile(tmp_path), cpus=CPUS)
     with pytest.raises(UserError, match=r"^--recipe dpdk: not a recipe of vnf \(allowed: fwd\)"):
-        b.check_request(loaded, "dpdk", "main~8", "main", db=tmp_path / "b.db")
+        bisect_request.check_request(loaded, "dpdk", "main~8", "main", db=tmp_path / "b.db")
     with pytest.raises(KnobError, match=r"^--budget 10: less than the 33 trials"):
-        b.check_request(loaded, "fwd", "main~8", "main", "10", db=tmp_path / "b.db")
+        bisect_request.check_request(loaded, "fwd", "main~8", "main", "10", db=tmp_path / "b.db")
     with pytest.raises(KnobError, match=r"^--budget soon: not a trial count or a duration"):
-        b.check_request(loaded, "fwd", "main~8", "main", "soon", db=tmp_path / "b.db")
+        bisect_request.check_request(loaded, "fwd", "main~8", "main", "soon", db=tmp_path / "b.db")
 
 
 def test_the_course_halves_steps_around_skips_and_names_the_range():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from labctl.dpdk.labgen import Gap
+from labctl.dpdk.labgen_replies import Gap
 from labctl.host.monitor import MonitorReport
 from labctl.lab.live_changes import ExecCommand, GuestPins
 from labctl.measure.reconf import _fill, describe_change

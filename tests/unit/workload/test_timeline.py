@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labctl.dpdk.labgen import Gap, TrialClock
+from labctl.dpdk.labgen_replies import Gap, TrialClock
 from labctl.workload.timeline import bin_range, bin_start_s, bin_width_s, outages
 
 # 1 GHz and the monotonic clock 4 s ahead of the TSC: a stamp of t ns is at mono t + 4e9
