@@ -8,7 +8,7 @@ from labctl.dpdk.labgen import TrialSpec
 from labctl.dpdk.labgen_replies import Gap, Percentiles, SeriesBin, TrialClock, WindowCounts
 from labctl.host.monitor import MonitorReport
 from labctl.host.stalls import HostSecond
-from labctl.lab.live_changes import GuestPins
+from labctl.measure.live_changes import GuestPins
 from labctl.measure.reconf import ChangeMade, _fill
 from labctl.measure.soak import _compose, _Soak
 from labctl.measure.trial import Trial

@@ -71,7 +71,7 @@ def check_measurer(loaded: LoadedProfile, kernel_ok: bool = False) -> None:
     """reconf and soak count loss by labgen's sequence numbers and send stamps: a forward workload, labgen as
     the host side, one guest (pvp); ``kernel_ok``: a kernel guest too (reconf counts its loss with iperf3's
     numbered datagrams, :mod:`labctl.workload.udp`). UserError naming the field otherwise."""
-    from labctl.lab.live_changes import NOT_MEASURABLE
+    from labctl.measure.live_changes import NOT_MEASURABLE
 
     w = loaded.profile.workload
     if w.kind != "forward":

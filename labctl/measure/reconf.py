@@ -21,7 +21,7 @@ ports. Every outage is a merged run of gaps (:mod:`labctl.workload.timeline`): i
 from the change's start c0 (an outage before the change has a negative start), and what went missing in it.
 Latency is reported before (the no-change window) and after (from the end of the change's last outage to
 the window's end). What the change did is read back from the lab afterwards
-(:meth:`labctl.lab.live_changes.LiveAction.read_back`).
+(:meth:`labctl.measure.live_changes.LiveAction.read_back`).
 
 Nothing polls labgen during the two windows (a telemetry command wakes a thread that, on a 2-vCPU host, may
 take the sending lcore's CPU) but once as the no-change window begins: the window's start is final only then
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from labctl.errors import UserError
 from labctl.events import OnEvent, notify
 from labctl.host.monitor import ThreadMonitor
-from labctl.lab.live_changes import (DomainChanges, ExecCommand, LiveAction, check_domain_changes, check_exec,
+from labctl.measure.live_changes import (DomainChanges, ExecCommand, LiveAction, check_domain_changes, check_exec,
                                      parse_changes, plan_changes)
 from labctl.lab.plan import derive
 from labctl.measure.labs import LabSession, check_measurable

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from labctl.lab.live_changes import LiveAction
+from labctl.measure.live_changes import LiveAction
 from labctl.workload import timeline
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 from labctl.events import OnEvent, notify
 from labctl.errors import WorkloadError
-from labctl.lab.live_changes import LiveAction
+from labctl.measure.live_changes import LiveAction
 from labctl.measure.load_point import MIN_WARMUP_S, sleep_until
 from labctl.measure.reconf_change import ChangeMade, change_warnings, describe_change
 from labctl.measure.trial import Trial

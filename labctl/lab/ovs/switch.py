@@ -326,7 +326,7 @@ class OvsSwitch:
                 raise KnobError(f"pmd_rxq_affinity: CPU {cpu} runs no PMD (PMD CPUs: {sorted(self.config.pmd_cpus)})")
         return cmd.affinity_value(pins)
 
-    # ---- live changes (labctl reconf: labctl.lab.live_changes) ---------------------------------
+    # ---- live changes (labctl reconf: labctl.measure.live_changes) ---------------------------------
 
     def move_pmds(self, cpus: frozenset[int], timeout_s: float = 30.0) -> dict[str, Any]:
         """``other_config:pmd-cpu-mask`` set on the running switch: OVS starts PMD threads on the new cores,

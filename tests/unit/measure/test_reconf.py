@@ -8,7 +8,7 @@ import pytest
 
 from labctl.dpdk.labgen_replies import Gap
 from labctl.host.monitor import MonitorReport
-from labctl.lab.live_changes import ExecCommand, GuestPins
+from labctl.measure.live_changes import ExecCommand, GuestPins
 from labctl.measure.reconf import _fill, describe_change
 from labctl.results.lines import reconf_lines
 from tests.live_data import STATS, SynthGen, change_at, gap, trial

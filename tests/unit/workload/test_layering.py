@@ -52,3 +52,14 @@ def test_a_room_imported_by_name_is_counted(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("from labctl import lab, signals\n")
     assert runtime_imports(source) == {"labctl", "labctl.lab", "labctl.signals"}
+
+
+def test_lab_imports_nothing_above_it():
+    """lab/ sits below measure/, domain_edit/ and the faces: a live change that applies advice (domain_edit)
+    lives in measure/live_changes.py, not in lab/ (it was there, importing domain_edit at run time)."""
+    above = ("labctl.measure", "labctl.domain_edit", "labctl.cli", "labctl.tui", "labctl.fleet", "labctl.api", "advisor")
+    wrong = {f"{path.relative_to(ROOT)}: {module}"
+             for path in sorted((ROOT / "labctl" / "lab").rglob("*.py"))
+             for module in runtime_imports(path)
+             if any(module == up or module.startswith(up + ".") for up in above)}
+    assert not wrong, sorted(wrong)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from labctl.errors import WorkloadError
-from labctl.lab.live_changes import GuestQueues
+from labctl.measure.live_changes import GuestQueues
 from labctl.measure.reconf import ChangeMade
 from labctl.measure.reconf_kernel import _fill
 from labctl.measure.trial import Trial

@@ -1,4 +1,4 @@
-"""What a running lab can change live (labctl.lab.live_changes): every refusal names the knob and the reason
+"""What a running lab can change live (labctl.measure.live_changes): every refusal names the knob and the reason
 (exit 2, before anything starts); the forwarder's changes are the testpmd commands of its running ports; what
 a change became is read from the lab, not from the request."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from labctl.api import load
 from labctl.errors import NotLiveError, UserError, WorkloadError
-from labctl.lab import live_changes as lc
+from labctl.measure import live_changes as lc
 from labctl.lab.plan import derive
 
 QUICK = "domains/quick.yaml"  # embedded, testpmd vswitch (labgen host side)
