@@ -101,8 +101,11 @@ def test_a_swap_the_guest_never_sees_boots_instead_and_says_so(clean_lab, no_lef
 def test_sigint_during_a_swap_leaves_no_domain_port_or_process(clean_lab, no_leftovers, write_profile, tmp_path):
     path = appliance_profile(write_profile, "it-swapint", "  guest.nics.*.rx_queue_size: [256, 1024]")
     env = {**os.environ, "LABCTL_FAULT": "phase.swap:INT:1:1.0"}  # SIGINT a second into the swap
+    # SIGINT at its default, as from a terminal: a job started in the background by a shell without job
+    # control (nohup ... &) inherits SIGINT ignored, and the fault's signal then did nothing (CI saw rc 0)
     proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(path), "--db", str(tmp_path / "i.db")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert "labctl-fault: phase.swap INT" in proc.stderr and proc.returncode == 130, proc.stderr[-2000:]
     assert not load_state("it-swapint").resources
     assert dpdk_processes_of("labctl-it-swapint") == []
