@@ -47,8 +47,7 @@ def knob_decision(knob: str, states: list[dict[str, Any]], course: dict[str, Any
                   ids: dict[str, dict[str, list[int]]]) -> Recommendation | Inconclusive:
     """One knob's decision from its comparisons' verdicts (see the module's text)."""
     metric = course.get("metric") or "mpps"
-    entry = lookup(metric)
-    loss = entry is not None and entry.kind == "loss"
+    loss = _judged_on_loss_metric(course)
     head = heading(course, course.get("run_id"))
     baseline = states[0]["baseline"]
     better = [s for s in states if s["verdict"] == "better"]
@@ -81,7 +80,13 @@ def knob_decision(knob: str, states: list[dict[str, Any]], course: dict[str, Any
                           f"value): {why}", baseline=widest["candidate"], settings={knob: baseline})
 
 
-def _judged_on_loss(advice: Advice, knobs: set[str]) -> None:
+def _judged_on_loss_metric(course: dict[str, Any]) -> bool:
+    """Whether the run's verdicts compared a loss (``--verdict-metric loss_ratio``), not a rate."""
+    entry = lookup(course.get("metric") or "mpps")
+    return entry is not None and entry.kind == "loss"
+
+
+def _withdraw_ranked_by_rate(advice: Advice, knobs: set[str]) -> None:
     """Withdraw the pooled decision's "ranked by rate alone" warning for the knobs the run's verdicts judged
     on their loss: for those it is not true (they were compared on loss, within blocks)."""
     before = advice.saturation_warning()
@@ -108,9 +113,8 @@ def apply_until(advice: Advice, course: dict[str, Any] | None, ids: dict[str, di
     advice.recommendations = [r for r in advice.recommendations if r.knob not in knobs]
     advice.inconclusive = [i for i in advice.inconclusive if i.knob not in knobs]
     course = {**(course or {}), "run_id": run_id}
-    entry = lookup(course.get("metric") or "mpps")
-    if advice.saturated and entry is not None and entry.kind == "loss":
-        _judged_on_loss(advice, set(knobs))
+    if advice.saturated and _judged_on_loss_metric(course):
+        _withdraw_ranked_by_rate(advice, set(knobs))
     for knob, group in knobs.items():
         decision = knob_decision(knob, group, course, ids)
         if isinstance(decision, Recommendation):

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAINS = ROOT / "domains"
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a labctl a test signals: SIGINT as a terminal delivers it (a suite started in the
+    background by a shell without job control inherits SIGINT ignored, and so would labctl)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def pytest_collection_modifyitems(items):

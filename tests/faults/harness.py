@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -54,6 +53,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
+
+from tests.conftest import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 SIGNALS = ("INT", "TERM", "KILL")
@@ -292,14 +293,8 @@ class Lab:
         if fault:
             env["LABCTL_FAULT"] = fault
         done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, timeout=timeout_s, preexec_fn=_default_sigint)
+                              text=True, timeout=timeout_s, preexec_fn=default_sigint)
         return done.returncode, done.stderr
-
-
-def _default_sigint() -> None:
-    """In the child: SIGINT as a terminal delivers it (a harness started in the background by a shell
-    inherits it ignored, and so would labctl)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 # --- the checks -----------------------------------------------------------------------------------

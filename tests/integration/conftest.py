@@ -121,14 +121,13 @@ def clean_lab(tmp_path, monkeypatch):
 def run_until_measuring(argv: list[str], timeout_s: float = 300.0):
     """Start a labctl command (SIGINT at its default, as from a terminal) and return its Popen once it has
     said "[measure]" on stderr: a trial is in its measurement window."""
-    import signal
     import subprocess
     import time
 
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, default_sigint
 
     proc = subprocess.Popen(argv, cwd=ROOT, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)
     deadline = time.time() + timeout_s
     lines: list[str] = []
     while time.time() < deadline:

@@ -16,7 +16,7 @@ import pytest
 
 from labctl.profile.load import load_profile
 from labctl.measure.trial import run_trial
-from tests.conftest import DOMAINS, ROOT
+from tests.conftest import DOMAINS, ROOT, default_sigint
 from tests.integration.conftest import labctl_processes, needs_dpdk
 
 pytestmark = needs_dpdk
@@ -105,7 +105,7 @@ def test_signal_mid_trial_cleans_up(no_leftovers, tmp_path, sig):
     proc = subprocess.Popen([sys.executable, "-m", "labctl.cli", "run", str(DOMAINS / "quick.yaml"),
                              "--set", "workload.duration_s=30", "--set", "guest.hugepages=true"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)
     deadline = time.time() + 60
     while time.time() < deadline and len(labctl_processes()) < 2:
         time.sleep(0.2)

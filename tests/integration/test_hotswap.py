@@ -10,7 +10,6 @@ and a SIGINT in the middle of a swap leaving no domain, socket, port or process.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -19,7 +18,7 @@ import pytest
 from labctl import api
 from labctl.lab.ledger import load_state
 from labctl.results.store import Store
-from tests.conftest import ROOT
+from tests.conftest import ROOT, default_sigint
 from tests.integration.conftest import LIBVIRT_URI, dpdk_processes_of, needs_dpdk, needs_libvirtd
 from tests.integration.test_guest_trials import guest_profile
 
@@ -105,7 +104,7 @@ def test_sigint_during_a_swap_leaves_no_domain_port_or_process(clean_lab, no_lef
     # control (nohup ... &) inherits SIGINT ignored, and the fault's signal then did nothing (CI saw rc 0)
     proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(path), "--db", str(tmp_path / "i.db")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                          preexec_fn=default_sigint)
     assert "labctl-fault: phase.swap INT" in proc.stderr and proc.returncode == 130, proc.stderr[-2000:]
     assert not load_state("it-swapint").resources
     assert dpdk_processes_of("labctl-it-swapint") == []

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from labctl.results.store import Store
-from tests.conftest import DOMAINS, ROOT
+from tests.conftest import DOMAINS, ROOT, default_sigint
 from tests.integration.conftest import labctl_processes, needs_dpdk
 
 pytestmark = needs_dpdk
@@ -29,7 +29,7 @@ def soak(db, duration: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "labctl.cli", "soak", str(DOMAINS / "quick.yaml"), *QUICK,
                              "--duration", duration, "--db", str(db)], cwd=ROOT, env=os.environ, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)
 
 
 def wait_measuring(proc: subprocess.Popen, timeout_s: float = 120.0) -> list[str]:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import DOMAINS, ROOT
+from tests.conftest import DOMAINS, ROOT, default_sigint
 from tests.faults.harness import Case, run_case
 from tests.integration.conftest import labctl_processes, needs_dpdk
 
@@ -24,7 +24,7 @@ def _interrupt(argv: list[str]) -> tuple[int, str]:
     after its two DPDK processes are up, and return its exit status and stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "labctl.cli", *argv], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)
     deadline = time.time() + 60
     while time.time() < deadline and len(labctl_processes()) < 2:
         time.sleep(0.2)

@@ -31,13 +31,19 @@ def runtime_imports(path: Path) -> set[str]:
     return found
 
 
+def imports_above(room: str, above: tuple[str, ...]) -> list[str]:
+    """``FILE: MODULE`` for every run-time import of ``above`` (or below it) in ``labctl/room``, its
+    sub-packages included."""
+    return sorted(f"{path.relative_to(ROOT)}: {module}"
+                  for path in sorted((ROOT / "labctl" / room).rglob("*.py"))
+                  for module in runtime_imports(path)
+                  if any(module == up or module.startswith(up + ".") for up in above))
+
+
 @pytest.mark.parametrize("room", ["workload", "dpdk", "host", "profile"])
 def test_lower_rooms_import_nothing_above_them(room):
-    wrong = {f"{path.relative_to(ROOT)}: {module}"
-             for path in sorted((ROOT / "labctl" / room).glob("*.py"))
-             for module in runtime_imports(path)
-             if any(module == up or module.startswith(up + ".") for up in ABOVE)}
-    assert not wrong, sorted(wrong)
+    wrong = imports_above(room, ABOVE)
+    assert not wrong, wrong
 
 
 def test_typing_only_imports_are_not_counted(tmp_path):
@@ -57,9 +63,6 @@ def test_a_room_imported_by_name_is_counted(tmp_path):
 def test_lab_imports_nothing_above_it():
     """lab/ sits below measure/, domain_edit/ and the faces: a live change that applies advice (domain_edit)
     lives in measure/live_changes.py, not in lab/ (it was there, importing domain_edit at run time)."""
-    above = ("labctl.measure", "labctl.domain_edit", "labctl.cli", "labctl.tui", "labctl.fleet", "labctl.api", "advisor")
-    wrong = {f"{path.relative_to(ROOT)}: {module}"
-             for path in sorted((ROOT / "labctl" / "lab").rglob("*.py"))
-             for module in runtime_imports(path)
-             if any(module == up or module.startswith(up + ".") for up in above)}
-    assert not wrong, sorted(wrong)
+    wrong = imports_above("lab", ("labctl.measure", "labctl.domain_edit", "labctl.cli", "labctl.tui", "labctl.fleet",
+                                  "labctl.api", "advisor"))
+    assert not wrong, wrong
