@@ -7,8 +7,8 @@ allowed values, before anything is created), does the work, and reports progress
 stop it cleanly (the trial in flight is torn down; a sweep stays resumable); SIGTERM does the same.
 
 Nothing below this module imports :mod:`advisor`; the advice, the pinning plan and the adaptive search
-are reached through here. The reading of stored runs (reports, pivots, plots, comparisons, trends, the
-until-decided verdicts) lives in :mod:`labctl.analysis.face` and ``labctl apply``'s in
+are reached through here. The reading of stored runs (reports, pivots, plots, comparisons, trends, stored
+bisects, the until-decided verdicts) lives in :mod:`labctl.analysis.face` and ``labctl apply``'s in
 :mod:`labctl.domain_edit.face`; this module re-exports both, so a face imports only ``labctl.api``
 (``tests/unit/cli/test_through_api.py``, ``tests/unit/fleet/test_through_api.py``).
 
@@ -40,7 +40,8 @@ from labctl.analysis.face import (
     EXPORT_FORMATS, NO_GROUPING, check_html_out, check_metric, check_report_format, check_store, check_threshold,
     check_view_format, check_writable, compare, compare_html, compare_trials, export_trials, import_trials,
     parse_selection, pivot, plot, render_comparison, render_pivot, render_report, render_trend, report,
-    report_metrics, reports, run_verdicts, runs, trend, trial_summary, trials,
+    report_metrics, reports, run_verdicts, runs, trend, trial_summary, trials, trend_junit, trend_html, trend_marks,
+    bisect_document, render_bisect, bisect_html,
 )
 from labctl.analysis.grouping import knob_value
 from labctl.analysis.html.page import render_run, write as write_page
@@ -89,6 +90,9 @@ __all__ = [
     "check_report_format", "render_report", "trial_summary", "NO_GROUPING", "plot", "import_trials", "check_store",
     "EXPORT_FORMATS", "export_trials", "check_threshold", "compare", "check_view_format", "render_comparison",
     "parse_selection", "trend", "render_trend", "compare_trials", "check_html_out", "compare_html", "run_verdicts",
+    "trend_junit", "trend_html", "trend_marks", "bisect_document", "render_bisect", "bisect_html",
+    # bisect over builds
+    "check_bisect", "bisect",
     # live changes and long trials
     "check_reconf", "reconf", "resolve_advice_changes", "check_soak", "soak", "reconf_cost", "live_lines",
 ]
@@ -442,46 +446,7 @@ def report_html(out: str | Path, db: str | Path = DEFAULT_DB, run: int | None = 
     return write_page(render_run(report_document(db, run, by, metric, host)), out)
 
 
-# --- when did it change, and which commit did it: trend marks and bisect over builds --------------------
-
-__all__ += ["trend_junit", "trend_html", "trend_marks", "check_bisect", "bisect", "render_bisect", "bisect_document",
-            "bisect_html"]
-
-
-def trend_junit(result, out: str | Path) -> Path:
-    """Write a trend's JUnit report (:mod:`labctl.analysis.trend_junit`: a testcase per series, a failure
-    where the newest group starts with a regression beyond the threshold)."""
-    from labctl.analysis.trend_junit import write_trend_junit
-
-    check_writable(Path(out), "--junit")
-    return write_trend_junit(result, out)
-
-
-def trend_html(result, out: str | Path) -> Path:
-    """Write a trend's page (its series, groups and marks; :func:`labctl.analysis.html.page.render_trend`)."""
-    from labctl.analysis.html.page import render_trend, write
-
-    return write(render_trend(result.to_dict()), check_html_out(out))
-
-
-def trend_marks(db: str | Path = DEFAULT_DB, run: int | None = None, limit: int = 4) -> list[str]:
-    """The jumpavg marks of the trend of ``run``'s profile (its own metric), newest first, at most ``limit``
-    lines, the run's own mark flagged; empty when its profile has no marks (or one run)."""
-    from labctl.analysis.trend import build_trend, mark_lines  # lazy: scipy
-    from labctl.results.access import open_store
-
-    run_id, records, _info = run_trials(db, run)
-    names = {str(r.config.get("name")) for r in records if r.config.get("name") is not None}
-    if len(names) != 1:
-        return []
-    with open_store(db) as store:
-        every = store.trials(None, status=None)
-        created = {r["id"]: r["created_at"] for r in store.runs()}
-    try:
-        return mark_lines(build_trend(every, names.pop(), run_times=created), run_id, limit)
-    except UserError:
-        return []
-
+# --- which commit did it: bisect over builds (its stored answer: labctl.analysis.face) ------------------
 
 def check_bisect(loaded: LoadedProfile, recipe: str | None, good: str | None, bad: str | None,
                  budget: str | None = None, threshold_pct: float | None = None, metric: str | None = None,
@@ -489,7 +454,7 @@ def check_bisect(loaded: LoadedProfile, recipe: str | None, good: str | None, ba
     """``labctl bisect``'s arguments checked before anything is built (:func:`labctl.measure.bisect_request.check_request`):
     the recipe, both revisions (known, good an ancestor of bad), the budget, threshold, metric, the blocks a
     step plans its looks over, and the store."""
-    from labctl.measure.bisect_request import check_request
+    from labctl.measure.bisect_request import check_request  # lazy: lab
 
     return check_request(loaded, recipe, good, bad, budget, threshold_pct, metric, db, step_blocks)
 
@@ -498,38 +463,10 @@ def bisect(request, on_event: OnEvent | None = None, scope: CancelScope | None =
     """Run (or resume: the same profile, recipe, range, metric and threshold) a bisect checked by
     :func:`check_bisect`: builds by the recipe, until-decided steps, the first bad commit and its interval
     against its parent (:class:`labctl.measure.bisect.BisectResult`)."""
-    from labctl.measure.bisect import run_bisect
+    from labctl.measure.bisect import run_bisect  # lazy: lab
 
     with signals.stoppable(scope):
         return run_bisect(request, on_event=on_event, wait=wait)
-
-
-def bisect_document(db: str | Path = DEFAULT_DB, bisect_id: int | None = None) -> dict[str, Any]:
-    """A stored bisect (default: the newest) as the document of its answer and steps."""
-    from labctl.analysis.bisect_report import stored_document
-    from labctl.results.access import open_store
-    from labctl.results.bisects import bisect as stored
-
-    with open_store(db) as store:
-        return stored_document(stored(store, bisect_id))
-
-
-def render_bisect(doc: dict[str, Any], fmt: str = "table") -> str:
-    """A bisect's document as text (``table``) or ``json``."""
-    import json
-
-    from labctl.analysis.bisect_report import render_bisect as text
-    from labctl.analysis.renderers import check_view_format as check
-
-    check(fmt, "a bisect")
-    return text(doc) if fmt == "table" else json.dumps(doc, indent=2, default=str)
-
-
-def bisect_html(doc: dict[str, Any], out: str | Path) -> Path:
-    """Write a bisect's page (steps, verdicts, the final pair; :func:`labctl.analysis.html.page.render_bisect`)."""
-    from labctl.analysis.html.page import render_bisect as page, write
-
-    return write(page(doc), check_html_out(out))
 
 
 # --- live changes and long trials: labctl reconf, labctl soak (labctl.measure.reconf, .soak) ----------

@@ -1,6 +1,7 @@
 """What :mod:`labctl.api` says about stored runs, read-only: the runs and trials of a store, reports
 (one metric, or every one for the TUI), the posts' pivots, plots, imports and exports, a run against a
-baseline (``compare``) and a metric's trend, two selections of trials compared, a comparison's page and
+baseline (``compare``) and a metric's trend (its JUnit report, page and marks), a stored bisect's
+answer (text, JSON, page), two selections of trials compared, a comparison's page and
 the verdicts of a ``sweep --until decided`` run. Every argument is checked before any work, each error a
 :class:`~labctl.errors.UserError` naming its option and the allowed values.
 
@@ -34,6 +35,7 @@ __all__ = [
     "check_report_format", "render_report", "trial_summary", "NO_GROUPING", "plot", "import_trials", "check_store",
     "EXPORT_FORMATS", "export_trials", "check_threshold", "compare", "check_view_format", "render_comparison",
     "parse_selection", "trend", "render_trend", "compare_trials", "check_html_out", "compare_html", "run_verdicts",
+    "trend_junit", "trend_html", "trend_marks", "bisect_document", "render_bisect", "bisect_html",
 ]
 
 
@@ -303,3 +305,68 @@ def run_verdicts(db: str | Path = DEFAULT_DB, run: int | str | None = None, knob
     run_id = resolve_run(db, run) if isinstance(run, str) else run
     run_id, _records, info = run_trials(db, run_id)
     return course_lines(info.get("until") or {}, run_id, knob, note=BLOCKED)
+
+
+# --- when did it change, and which commit did it: a trend's reports and marks, a stored bisect --------
+
+def trend_junit(result, out: str | Path) -> Path:
+    """Write a trend's JUnit report (:mod:`labctl.analysis.trend_junit`: a testcase per series, a failure
+    where the newest group starts with a regression beyond the threshold)."""
+    from labctl.analysis.trend_junit import write_trend_junit
+
+    check_writable(Path(out), "--junit")
+    return write_trend_junit(result, out)
+
+
+def trend_html(result, out: str | Path) -> Path:
+    """Write a trend's page (its series, groups and marks; :func:`labctl.analysis.html.page.render_trend`)."""
+    from labctl.analysis.html.page import render_trend, write
+
+    return write(render_trend(result.to_dict()), check_html_out(out))
+
+
+def trend_marks(db: str | Path = DEFAULT_DB, run: int | None = None, limit: int = 4) -> list[str]:
+    """The jumpavg marks of the trend of ``run``'s profile (its own metric), newest first, at most ``limit``
+    lines, the run's own mark flagged; empty when its profile has no marks (or one run)."""
+    from labctl.analysis.trend import build_trend, mark_lines  # lazy: scipy
+    from labctl.results.access import open_store
+
+    run_id, records, _info = run_trials(db, run)
+    names = {str(r.config.get("name")) for r in records if r.config.get("name") is not None}
+    if len(names) != 1:
+        return []
+    with open_store(db) as store:
+        every = store.trials(None, status=None)
+        created = {r["id"]: r["created_at"] for r in store.runs()}
+    try:
+        return mark_lines(build_trend(every, names.pop(), run_times=created), run_id, limit)
+    except UserError:
+        return []
+
+
+def bisect_document(db: str | Path = DEFAULT_DB, bisect_id: int | None = None) -> dict[str, Any]:
+    """A stored bisect (default: the newest) as the document of its answer and steps."""
+    from labctl.analysis.bisect_report import stored_document
+    from labctl.results.access import open_store
+    from labctl.results.bisects import bisect as stored
+
+    with open_store(db) as store:
+        return stored_document(stored(store, bisect_id))
+
+
+def render_bisect(doc: dict[str, Any], fmt: str = "table") -> str:
+    """A bisect's document as text (``table``) or ``json``."""
+    import json
+
+    from labctl.analysis.bisect_report import render_bisect as text
+    from labctl.analysis.renderers import check_view_format as check
+
+    check(fmt, "a bisect")
+    return text(doc) if fmt == "table" else json.dumps(doc, indent=2, default=str)
+
+
+def bisect_html(doc: dict[str, Any], out: str | Path) -> Path:
+    """Write a bisect's page (steps, verdicts, the final pair; :func:`labctl.analysis.html.page.render_bisect`)."""
+    from labctl.analysis.html.page import render_bisect as page, write
+
+    return write(page(doc), check_html_out(out))

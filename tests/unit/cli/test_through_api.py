@@ -51,3 +51,26 @@ def test_an_import_below_the_api_is_found(tmp_path, source, wrong):
     face = tmp_path / "face.py"
     face.write_text(source)
     assert sorted(m for m in runtime_imports(face) if below_the_api(m)) == wrong
+
+
+def test_the_api_has_its_imports_at_the_top_one_all_and_a_reason_for_each_lazy_import():
+    """Issue 39: one ``__all__``, no module-level import after the first definition, and each import left
+    inside a function says why (``# lazy: ...``: the module docstring has the start-up figures)."""
+    import ast
+
+    text = (ROOT / "labctl" / "api.py").read_text()
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    body = tree.body
+    first_def = next(i for i, node in enumerate(body) if isinstance(node, (ast.FunctionDef, ast.ClassDef)))
+    assert not [n.lineno for n in body[first_def:] if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign))
+               and any(isinstance(t, ast.Name) and t.id == "__all__"
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    assert len(assigns) == 1 and isinstance(assigns[0], ast.Assign)
+    lazy = [n for f in body if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
+            if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert lazy  # the CLI's start-up keeps some
+    unexplained = [n.lineno for n in lazy if "# lazy:" not in lines[(n.end_lineno or n.lineno) - 1]]
+    assert not unexplained, f"labctl/api.py: imports inside functions without a '# lazy:' reason at lines {unexplained}"
+    assert len(lines) <= 600
