@@ -423,9 +423,14 @@ def ci_job(base: Path, name: str, **extra) -> tuple[Path, dict]:
         tiny_profile(profile, name)
     inventory = base / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"ci": local_connection(base)}}}))
+    # labctl_ci_profiles: the job's profile and one shipped one, where a team's job validates every shipped
+    # profile as well (19 copies at about 0.4 s each: 7 s of every job, paid again by each job of this module)
     group_vars = {"labctl_prepare": False, "labctl_exe": LABCTL, "labctl_chdir": str(ROOT),
                   "labctl_work": str(base / "work"), "labctl_profile": str(profile),
+                  "labctl_ci_profiles": [str(profile), str(ROOT / "domains" / "quick.yaml")],
                   "labctl_env": {f"LABCTL_{k}_DIR": str(base / k.lower()) for k in ("STATE", "RUN", "LOG")}, **extra}
+    if group_vars["labctl_ci_profiles"] is None:  # the role's default: every shipped profile and the job's
+        del group_vars["labctl_ci_profiles"]
     return inventory, group_vars
 
 
@@ -449,7 +454,10 @@ def test_ci_playbook_collects_the_artefacts_and_plots_without_grouping(request, 
     """labctl_plot_by none (or empty): the plot has no knob on its x axis, a point per configuration;
     before, the role passed `--by none` and labctl's exit 2 failed the job."""
     base = private_dir("labctl-fleet-ci4-", request)
-    inventory, group_vars = ci_job(base, f"ci4-plot-{secrets.token_hex(3)}", labctl_plot_by=plot_by)
+    # one of the two validates what a team's job does: every shipped profile, and the job's own
+    every_profile = plot_by == "none"
+    inventory, group_vars = ci_job(base, f"ci4-plot-{secrets.token_hex(3)}", labctl_plot_by=plot_by,
+                                   **({"labctl_ci_profiles": None} if every_profile else {}))
     steps: list[HostEvent] = []
     run = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=base / "fleet",
                        on_event=steps.append)
@@ -464,25 +472,53 @@ def test_ci_playbook_collects_the_artefacts_and_plots_without_grouping(request, 
     lines = (host.artifacts / "trials.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["env"]["host"] == "ci" for line in lines)
     assert {s.state for s in steps if s.task == "labctl plot"} == {"started", "ok"}
+    validated = {p.name for p in (base / "work").glob("*/ci/profiles/*.yaml")}
+    shipped = {p.name for p in (ROOT / "domains").glob("*.yaml")}
+    assert validated == (shipped | {"ci.yaml"} if every_profile else {"ci.yaml", "quick.yaml"})
 
 
-def test_ci_playbook_judges_the_sweep_against_a_named_baseline_run(request):
-    """The job names its baseline run (labctl_baseline_run) in a result store (labctl_baseline_db).
-    Job 1 has no baseline and starts the host's history. Its trials, planted 10 times slower and 10
-    times faster, are imported as the runs ci4-low (into a store on the controller) and ci4-high (into
-    the history on the host). Job 2 names ci4-low from the controller's store: 2 progressions, exit 0,
-    the job passes. Job 3 names ci4-high in the host's history: 2 regressions, the job fails with the
-    verdict. Job 4 names a run no store holds: it fails before its sweep with labctl's one line."""
-    base = private_dir("labctl-fleet-ci4-named-", request)
-    name = f"ci4-named-{secrets.token_hex(3)}"
-    history = base / "history.db"
-    inventory, group_vars = ci_job(base, name, labctl_ci_args=["--repeat", "5"], labctl_history_db=str(history))
-    data_dir = base / "fleet"
-    first = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=data_dir)
+@pytest.fixture(scope="module")
+def first_ci_job(request):
+    """The first CI job of a host, shared by the baseline tests below (each continues from a copy): the
+    tiny profile swept 5 times over, its trials kept in the host's history (labctl_history_db), a
+    labctl_baseline that does not exist yet (a team's first job: nothing to compare with). Returns the
+    job's directory (its profile ``ci.yaml``, ``history.db``) with its ``trials.jsonl``, and the profile's name."""
+    base = private_dir("labctl-fleet-ci4-first-", request)
+    name = f"ci4-base-{secrets.token_hex(3)}"
+    inventory, group_vars = ci_job(base, name, labctl_ci_args=["--repeat", "5"], labctl_history_db=str(base / "history.db"),
+                                   labctl_baseline=str(base / "missing.jsonl"))
+    first = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=base / "fleet")
     (host,) = first.hosts
     assert host.status == "ok", host.reason
     assert (host.artifacts / "plot.png").exists()  # labctl_plot_by auto: against the profile's sweep knob
-    jsonl = host.artifacts / "trials.jsonl"
+    assert not (host.artifacts / "compare.xml").exists()  # no baseline file: not compared
+    shutil.copy(host.artifacts / "trials.jsonl", base / "trials.jsonl")
+    return base, name
+
+
+def continued_ci_job(first: tuple[Path, str], prefix: str, request, **extra) -> tuple[Path, Path, Path, dict]:
+    """(base, history, inventory, group variables) of the next job of ``first``'s host, in a directory of its
+    own: the profile and the history copied, so each test's jobs add to its own copy of the history."""
+    source, name = first
+    base = private_dir(prefix, request)
+    for file in ("ci.yaml", "history.db", "trials.jsonl"):
+        shutil.copy(source / file, base / file)
+    history = base / "history.db"
+    inventory, group_vars = ci_job(base, name, labctl_ci_args=["--repeat", "5"], labctl_history_db=str(history), **extra)
+    return base, history, inventory, group_vars
+
+
+def test_ci_playbook_judges_the_sweep_against_a_named_baseline_run(first_ci_job, request):
+    """The job names its baseline run (labctl_baseline_run) in a result store (labctl_baseline_db).
+    The first job (first_ci_job) had no baseline and started the host's history. Its trials, planted 10
+    times slower and 10 times faster, are imported as the runs ci4-low (into a store on the controller)
+    and ci4-high (into the history on the host). Job 2 names ci4-low from the controller's store: 2
+    progressions, exit 0, the job passes. Job 3 names ci4-high in the host's history: 2 regressions, the
+    job fails with the verdict. Job 4 names a run no store holds: it fails before its sweep with labctl's
+    one line."""
+    base, history, inventory, group_vars = continued_ci_job(first_ci_job, "labctl-fleet-ci4-named-", request)
+    data_dir = base / "fleet"
+    jsonl = base / "trials.jsonl"
     controller_db = base / "controller-baselines.db"
     for path, factor, run_name, db in ((base / "low.jsonl", 0.1, "ci4-low", controller_db),
                                        (base / "high.jsonl", 10, "ci4-high", history)):
@@ -551,21 +587,15 @@ def test_ci_playbook_refuses_a_baseline_it_cannot_use_before_any_work(request, e
     assert not (base / "work").exists() or not list((base / "work").rglob("labctl.db"))  # no sweep ran
 
 
-def test_ci_playbook_fails_the_job_on_a_regression_against_its_jsonl_baseline(request):
-    """The JSONL alternative (labctl_baseline). Two jobs: the first one's trials.jsonl, with every rate made 10 times higher, is the second one's
-    baseline (what a team commits as ci/baselines/HOST.jsonl): the second job's sweep regressed by 90%
-    in both configurations, so the host fails with the verdict, and compare.xml, compare.txt and the
-    history's trend.txt are kept."""
-    base = private_dir("labctl-fleet-ci4-jsonl-", request)
-    name = f"ci4-jsonl-{secrets.token_hex(3)}"
-    history = base / "history.db"
-    inventory, group_vars = ci_job(base, name, labctl_ci_args=["--repeat", "5"], labctl_history_db=str(history),
-                                   labctl_baseline=str(base / "missing.jsonl"))
-    first = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, group_vars, data_dir=base / "fleet")
-    (host,) = first.hosts
-    assert host.status == "ok", host.reason
-    assert not (host.artifacts / "compare.xml").exists()  # no baseline file: not compared
-    baseline = planted(host.artifacts / "trials.jsonl", base / "baseline.jsonl", 10)
+def test_ci_playbook_fails_the_job_on_a_regression_against_its_jsonl_baseline(first_ci_job, request):
+    """The JSONL alternative (labctl_baseline). The first job (first_ci_job) found no baseline file and was
+    not compared; its trials.jsonl, with every rate made 10 times higher, is the second job's baseline
+    (what a team commits as ci/baselines/HOST.jsonl): the second job's sweep regressed by 90% in both
+    configurations, so the host fails with the verdict, and compare.xml, compare.txt and the history's
+    trend.txt are kept."""
+    base, _history, inventory, group_vars = continued_ci_job(first_ci_job, "labctl-fleet-ci4-jsonl-", request)
+    name = first_ci_job[1]
+    baseline = planted(base / "trials.jsonl", base / "baseline.jsonl", 10)
     second = run_playbook("ci", playbooks_dir() / "ci.yml", inventory, {**group_vars, "labctl_baseline": str(baseline)},
                           data_dir=base / "fleet")
     (host,) = second.hosts

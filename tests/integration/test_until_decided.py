@@ -1,14 +1,15 @@
-"""``labctl sweep --until decided --budget 12m`` on the embedded lab in noisy mode: a planted effect
+"""``labctl sweep --until decided --budget 6m`` on the embedded lab in noisy mode: a planted effect
 (``workload.noisy.lkup_num_reads`` 128 against 192 reads per packet: the larger is slower, by about a
 third here) and an A/A pair (``guest.memory_mib``, which the advisor weighs but which cannot change the
 embedded lab's rate). The sweep must call 128 faster, never call the A/A pair better or worse, and keep
 its budget: stop early once both are decided (or once the open one is out of reach of the budget), or at
 the budget, saying what each open one would need.
 
-Short trials (1 s window, 0.5 s warm-up) and a 15 % band (the effect is 30-37 % on a quiet host) keep it to
-about two minutes: with a 10 % band the A/A pair's equivalence took 132-412 s (CI: 335 s, which alone put the
-suite over its 45 minutes). On a loaded host it runs to the budget (with four sessions loading 2 CPUs, cv
-30-50 %, the effect shrank to -22.9 % [-36.2, -6.9] and a 15 % band left it open at the budget)."""
+Short trials (1 s window, 0.5 s warm-up), a 20 % band (the effect is 30-37 % on a quiet host) and a 6-minute
+budget keep it short: the A/A pair's equivalence is what takes long. With a 10 % band it took 132-412 s (CI:
+335 s), with 15 % 136 s and then 243 s in CI (the suite's slowest test, and the suite at its 45 minutes). On a
+loaded host it runs to the budget (with four sessions loading 2 CPUs, cv 30-50 %, the effect shrank to -22.9 %
+[-36.2, -6.9] and a 15 % band left it open at the budget); the test then checks what the budget's stop says."""
 
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ def _profile(tmp_path):
     return path
 
 
-@pytest.mark.timeout(16 * 60)  # the sweep's own budget is 12 min (pyproject's default per test is 10)
+@pytest.mark.timeout(10 * 60)  # the sweep's own budget is 6 min, then its last trials and the advice
 def test_until_decided_planted_effect_and_aa_pair(tmp_path, no_leftovers):
     db = tmp_path / "until.db"
     proc = subprocess.run([sys.executable, "-m", "labctl.cli", "sweep", str(_profile(tmp_path)), "--db", str(db),
-                           "--until", "decided", "--budget", "12m", "--threshold", "15"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=20 * 60)
+                           "--until", "decided", "--budget", "6m", "--threshold", "20"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=9 * 60)
     assert proc.returncode == 0, proc.stderr
     with Store(db) as store:
         run = store.run(store.latest_run_id())
