@@ -20,6 +20,12 @@ def state_dir() -> Path:
     return _dir("LABCTL_STATE_DIR")
 
 
+def domain_originals_dir() -> Path:
+    """Where ``labctl apply`` keeps a domain's XML from before its first change (one ``UUID.json`` each;
+    :mod:`labctl.domain_edit.originals`); ``labctl down`` removes a lab domain's with the domain."""
+    return state_dir() / "domain-originals"
+
+
 def run_dir() -> Path:
     return _dir("LABCTL_RUN_DIR")
 

@@ -30,7 +30,7 @@ class Original:
 
 
 def directory() -> Path:
-    return paths.state_dir() / "domain-originals"
+    return paths.domain_originals_dir()
 
 
 def _path(domain_uuid: str) -> Path:

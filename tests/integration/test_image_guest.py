@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from labctl.digest import sha256_file as sha256_of
 from labctl.lab.libvirt.agent import CHANNEL
 from labctl.lab.libvirt.guestimage import build_guest_image  # a broken import fails the module, never skips it
 from labctl.results.store import Store
+from tests.conftest import ROOT
 from tests.integration.conftest import needs_dpdk, needs_libvirtd
 
 pytestmark = [needs_dpdk, needs_libvirtd]
@@ -148,6 +150,48 @@ def test_ring_and_queue_sweep_with_the_images_testpmd(clean_lab, no_leftovers, w
         assert record.details["guest_counters"] == "host-side"
     assert sha256_of(str(info.path)) == sha
     assert owner_of(info.path) == owner  # never relabelled: libvirt chowns a backing file it finds itself
+
+
+def test_up_then_apply_live_swaps_the_running_guests_nics(clean_lab, no_leftovers, write_profile, tmp_path, guest_image,
+                                                         monkeypatch):
+    """Issue 40's face: ``labctl up`` of the user's image guest, then ``labctl apply labctl-NAME --set
+    'guest.nics.*.rx_queue_size=1024' --live``: both NICs swapped on the running domain (the same domain ID,
+    so no restart), ``--verify`` reads 1024 negotiated through the agent, and ``labctl down`` removes the
+    domain with the XML ``apply`` kept of it. The commands a person types, each its own labctl."""
+    import libvirt
+
+    originals = tmp_path / "state" / "domain-originals"
+    monkeypatch.setenv("LABCTL_STATE_DIR", str(tmp_path / "state"))
+    info, sha = guest_image
+    path = image_profile(write_profile, "it-imglive", info.path, "testpmd", boot=direct_boot(info))
+
+    def labctl(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "labctl.cli", *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=420)
+
+    domain = "labctl-it-imglive"
+    try:
+        up = labctl("up", str(path))
+        assert up.returncode == 0, up.stderr[-2000:]
+        assert up.stdout.count("rx 256->256") == 2, up.stdout
+        conn = libvirt.open("qemu:///system")
+        try:
+            booted = conn.lookupByName(domain).ID()
+            applied = labctl("apply", domain, "--set", "guest.nics.*.rx_queue_size=1024", "--live")
+            assert applied.returncode == 0, applied.stderr[-2000:]
+            assert applied.stdout.count("swapped live (unplugged, plugged again with rx_queue_size 1024") == 2, applied.stdout
+            assert conn.lookupByName(domain).ID() == booted  # the same running domain: swapped, not restarted
+        finally:
+            conn.close()
+        verified = labctl("apply", domain, "--verify")
+        assert verified.returncode == 0, verified.stderr[-2000:]
+        assert verified.stdout.count("rx 1024->1024") == 2, verified.stdout
+        assert len(list(originals.glob("*.json"))) == 1  # what --undo would restore, while the domain exists
+    finally:
+        down = labctl("down", "it-imglive")
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert list(originals.glob("*.json")) == []  # removed with the domain it belonged to
+    assert sha256_of(str(info.path)) == sha
 
 
 def test_non_bootable_image_fails_within_the_bound(clean_lab, no_leftovers, write_profile, tmp_path):

@@ -7,6 +7,7 @@ import threading
 import xml.etree.ElementTree as ET
 from typing import Any, Iterator
 
+from labctl import paths
 from labctl.lab.libvirt.domxml import METADATA_NS
 from labctl.errors import HypervisorError, Interrupted
 
@@ -144,13 +145,15 @@ def define_and_start(uri: str, xml: str, start: bool = True):
 
 
 def remove_domain(uri: str, name: str) -> bool:
-    """Destroy and undefine; False when there was nothing to remove (after any define in flight)."""
+    """Destroy and undefine, and remove the XML ``labctl apply`` kept of it (a lab domain's: nothing is left
+    to restore it to); False when there was nothing to remove (after any define in flight)."""
     dom = lookup(uri, name)
     if dom is None:
         probe_emulators(uri)  # a killed labctl's define may still be running in libvirtd
         dom = lookup(uri, name)
     if dom is None:
         return False
+    uuid = dom.UUIDString()
     try:
         if dom.isActive():
             dom.destroy()
@@ -162,6 +165,7 @@ def remove_domain(uri: str, name: str) -> bool:
     except libvirt.libvirtError as exc:
         if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
             raise HypervisorError(f"{name}: undefine failed: {_message(exc)}") from None
+    (paths.domain_originals_dir() / f"{uuid}.json").unlink(missing_ok=True)
     return True
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import shutil
 import time
-import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
 from labctl.digest import sha256_file
 from labctl.lab.libvirt.guestimage import disk, rootfs
 from labctl.lab.libvirt.guestimage.inputs import GuestInputs
-from labctl.lab.libvirt.guestimage.layout import INITRD_NAME, KERNEL_NAME, kernel_cmdline
+from labctl.lab.libvirt.guestimage.layout import INITRD_NAME, KERNEL_NAME, kernel_cmdline, root_uuid
 from labctl.lab.libvirt.guestimage.tools import Progress, say
 
 IMAGE_NAME = "guest.qcow2"
@@ -24,7 +23,7 @@ def build_entry(inputs: GuestInputs, key: str, work: Path, entry: Path, progress
     t0 = time.monotonic()
     tree = work / "root"
     rootfs.make_tree(inputs, tree, progress)
-    fs_uuid = str(uuidlib.uuid4())
+    fs_uuid = root_uuid(key)  # the same inputs, the same root UUID (a profile's boot.cmdline may name it)
     rootfs.customize(inputs, tree, fs_uuid)
     release, kernel, initrd = rootfs.boot_files(tree)
     versions = rootfs.package_versions(tree)

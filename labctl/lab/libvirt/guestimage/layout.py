@@ -5,10 +5,15 @@ extlinux (syslinux 6.04) boots: the ext4 features syslinux 6.04 cannot read are 
 ``metadata_csum_seed``; the syslinux wiki's "Filesystem" page lists what its ext2/3/4 driver reads).
 The kernel command line names the root by file-system UUID (the disk's bus is the user's choice, so
 ``/dev/vda1`` is not assumed), sends the console to the first serial port (libvirt's console log) and
-keeps the classic ``ethN`` names.
+keeps the classic ``ethN`` names. The UUID comes from the cache key (:func:`root_uuid`), so a rebuild of
+the same inputs names its root as the last one did, and a profile whose ``boot.cmdline`` copied it keeps
+booting (with a random UUID, a rebuilt cache left such a profile at "UUID=... does not exist" in the
+initramfs, and ``labctl up`` waiting out its agent bound).
 """
 
 from __future__ import annotations
+
+import uuid as uuidlib
 
 from labctl.lab.libvirt.guestimage.inputs import PARTITION_START_SECTOR, SECTOR
 
@@ -41,6 +46,15 @@ def mkfs_args(device: str, uuid: str, source_dir: str) -> list[str]:
     """mke2fs populating the file system from ``source_dir`` (``-d``) with the given UUID."""
     return ["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-U", uuid, "-O", ",".join(EXT4_FEATURES_OFF),
             "-d", source_dir, device]
+
+
+#: the namespace of the root file systems' UUIDs (uuid5 of the cache key)
+ROOT_UUID_NAMESPACE = uuidlib.UUID("8b1e6f0c-4d1a-5c3e-9a57-6c61625f726f")
+
+
+def root_uuid(key: str) -> str:
+    """The root file system's UUID for the image of cache key ``key``: the same key, the same UUID."""
+    return str(uuidlib.uuid5(ROOT_UUID_NAMESPACE, key))
 
 
 def kernel_cmdline(uuid: str) -> str:

@@ -95,6 +95,16 @@ def test_boot_loader_and_fstab_name_the_root_by_uuid():
     assert "UUID=abcd-ef / ext4" in layout.fstab_text("abcd-ef")
 
 
+def test_the_root_uuid_follows_the_key():
+    """A rebuild of the same inputs (the same key) names the same root, so a profile's boot.cmdline that
+    copied the cache's still boots; other inputs, another UUID."""
+    key = inputs.compute_key(inputs.gather_inputs())
+    first, again, other = layout.root_uuid(key), layout.root_uuid(key), layout.root_uuid("0" * 64)
+    assert first == again != other
+    assert str(layout.uuidlib.UUID(first)) == first and layout.uuidlib.UUID(first).version == 5
+    assert f"root=UUID={first} " in layout.kernel_cmdline(first)
+
+
 def test_mbr_boot_code_goes_before_the_partition_table(tmp_path, monkeypatch):
     raw = tmp_path / "disk.raw"
     raw.write_bytes(b"\0" * 1024)
