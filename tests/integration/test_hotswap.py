@@ -60,6 +60,8 @@ def test_appliance_ring_sweep_boots_once_then_swaps_every_trial(clean_lab, no_le
         assert timings["swap_s"] == pytest.approx(record.details["reached"]["s"], abs=0.01)
         assert timings["swap_detach_s"] > 0 and timings["swap_guest_s"] > 0
         assert record.details["guest"].get("reprobed") is True  # the guest's REPROBE answer, as HELLO's
+        split = [timings[f"swap_guest_{step}_s"] for step in ("found", "reported", "bound")]  # the guest's own clock
+        assert all(s >= 0 for s in split) and sum(split) <= timings["swap_guest_s"] + 0.05
     assert (info["boots"], info["swaps"], info["swap_fallbacks"], info["swap"]) == (1, 5, 0, "hotplug")
     assert any(note.startswith("guest boots: 1") and "NIC swaps: 5" in note for note in api.report(db, result.run_id).notes)
 

@@ -242,6 +242,9 @@ class GuestDomain:
         self.phase("waiting for the guest to find its new NICs")
         self.reprobe()
         steps["guest_s"] = time.monotonic() - t0
+        for step, hundredths in (self.ready.get("reprobe_cs") or {}).items():  # the appliance's own split of it
+            if isinstance(hundredths, int):
+                steps[f"guest_{step}_s"] = hundredths / 100
         return steps
 
     def reprobe(self) -> None:

@@ -100,9 +100,19 @@ emit() {
     fi
 }
 
+json_esc() {
+    # the text of a JSON string literal: backslashes and double quotes escaped (the values here never
+    # hold control characters)
+    printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g'
+}
+
 json_str() {
-    # a JSON string literal (the values here never hold control characters)
-    printf '"%s"' "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')"
+    # a JSON string literal; sed only when there is something to escape (each fork costs the TCG guest
+    # 10-20 ms)
+    case "$1" in
+        *[\\\"]*) printf '"%s"' "$(json_esc "$1")" ;;
+        *) printf '"%s"' "$1" ;;
+    esac
 }
 
 json_num() {
@@ -117,6 +127,12 @@ json_text() {
     # (terminal colour escapes, carriage returns) dropped
     tr -d '\000-\010\013-\037' <"$1" 2>/dev/null | awk 'BEGIN { ORS = ""; print "\"" }
         { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\t/, " "); print $0 "\\n" } END { print "\"" }'
+}
+
+mark_cs() {
+    # mark_cs VAR: the guest's uptime in hundredths of a second into VAR (/proc/uptime; no fork)
+    read -r up _ </proc/uptime
+    eval "$1=\$(( ${up%.*} * 100 + 1${up#*.} - 100 ))"
 }
 
 is_uint() {
@@ -196,7 +212,9 @@ virtio_nics() {
 }
 
 wait_nics() {
-    # virtio_net probes synchronously, but give the interfaces a moment to settle
+    # virtio_net probes synchronously, but give the interfaces a moment to settle (a REPROBE has seen
+    # every NIC it waits for already: nics_settled)
+    [ -n "$nics_settled" ] && return 0
     last=-1
     i=0
     while [ $i -lt 20 ]; do
@@ -208,45 +226,59 @@ wait_nics() {
     done
 }
 
-ethtool_pair() {
-    # ethtool_pair OPTION FIELD IFNAME -> "MAX CURRENT" for one field of ethtool -l / -g
-    ethtool "$1" "$3" 2>/dev/null | awk -v field="$2" '
+ethtool_fields() {
+    # ethtool_fields IFNAME FIELD...: "MAX CURRENT" of each FIELD of ethtool -l then ethtool -g, in one
+    # line (-g comes second, so its RX and TX rings win over -l's RX and TX channel counts); one awk for
+    # every field: each fork costs the TCG guest 10-20 ms
+    ifname=$1
+    shift
+    { ethtool -l "$ifname"; ethtool -g "$ifname"; } 2>/dev/null | awk -v fields="$*" '
         /^Pre-set maximums/ { s = "max" }
         /^Current hardware settings/ { s = "cur" }
         {
             line = $0
             sub(/:.*/, "", line)
-            if (line == field) { v = $0; sub(/^[^:]*:[ \t]*/, "", v); val[s] = v }
+            v = $0; sub(/^[^:]*:[ \t]*/, "", v); val[s "/" line] = v
         }
-        END { printf "%s %s\n", (("max" in val) ? val["max"] : "n/a"), (("cur" in val) ? val["cur"] : "n/a") }'
+        END {
+            n = split(fields, f, " ")
+            for (i = 1; i <= n; i++) {
+                mx = "max/" f[i]; cu = "cur/" f[i]
+                printf "%s %s%s", ((mx in val) ? val[mx] : "n/a"), ((cu in val) ? val[cu] : "n/a"), ((i < n) ? " " : "\n")
+            }
+        }'
 }
 
 nic_pci() {
     # nic_pci IFNAME -> its PCI address: a virtio-net interface's device is the virtio bus device under
     # the PCI function; an e1000's is the function itself
     dev=/sys/class/net/$1
-    case "$(basename "$(readlink "$dev/device/driver")")" in
-        virtio_net) basename "$(readlink -f "$dev/device/..")" ;;
-        *) basename "$(readlink -f "$dev/device")" ;;
+    link=$(readlink "$dev/device/driver")
+    case "${link##*/}" in
+        virtio_net) link=$(readlink -f "$dev/device/..") ;;
+        *) link=$(readlink -f "$dev/device") ;;
     esac
+    echo "${link##*/}"
 }
 
 nic_json() {
     ifname=$1
     dev=/sys/class/net/$ifname
-    driver=$(basename "$(readlink "$dev/device/driver")")
-    mac=$(cat "$dev/address")
+    driver=$(readlink "$dev/device/driver")
+    driver=${driver##*/}
+    read -r mac <"$dev/address"
     pci=$(nic_pci "$ifname")
-    set -- $(ethtool_pair -l Combined "$ifname")
-    max_combined=$1 combined=$2
-    set -- $(ethtool_pair -g RX "$ifname")
-    rx_max=$1 rx_cur=$2
-    set -- $(ethtool_pair -g TX "$ifname")
-    tx_max=$1 tx_cur=$2
-    printf '{"ifname": %s, "driver": %s, "mac": %s, "pci": %s, "combined": %s, "max_combined": %s, "rx_ring": %s, "tx_ring": %s, "rx_ring_max": %s, "tx_ring_max": %s}' \
-        "$(json_str "$ifname")" "$(json_str "$driver")" "$(json_str "$mac")" "$(json_str "$pci")" \
-        "$(json_num "$combined")" "$(json_num "$max_combined")" \
-        "$(json_num "$rx_cur")" "$(json_num "$tx_cur")" "$(json_num "$rx_max")" "$(json_num "$tx_max")"
+    set -- $(ethtool_fields "$ifname" Combined RX TX)
+    max_combined=$1 combined=$2 rx_max=$3 rx_cur=$4 tx_max=$5 tx_cur=$6
+    # the values in place, without a subshell each: strings escaped only when they hold " or \
+    case "$ifname$driver$mac$pci" in
+        *[\\\"]*) ifname=$(json_esc "$ifname") driver=$(json_esc "$driver") mac=$(json_esc "$mac") pci=$(json_esc "$pci") ;;
+    esac
+    for v in combined max_combined rx_cur tx_cur rx_max tx_max; do
+        eval "is_uint \"\$$v\"" || eval "$v=null"
+    done
+    printf '{"ifname": "%s", "driver": "%s", "mac": "%s", "pci": "%s", "combined": %s, "max_combined": %s, "rx_ring": %s, "tx_ring": %s, "rx_ring_max": %s, "tx_ring_max": %s}' \
+        "$ifname" "$driver" "$mac" "$pci" "$combined" "$max_combined" "$rx_cur" "$tx_cur" "$rx_max" "$tx_max"
 }
 
 # --- modes --------------------------------------------------------------------------------------------
@@ -268,8 +300,9 @@ bind_pci() {
         echo "$pci" >"$d/driver/unbind" || return 1
     fi
     echo "$pci" >/sys/bus/pci/drivers_probe
-    [ "$(basename "$(readlink "$d/driver")")" = "$(echo "$drv" | tr - _)" ] && return 0
-    [ "$(basename "$(readlink "$d/driver")")" = "$drv" ]
+    bound=$(readlink "$d/driver")
+    bound=${bound##*/}
+    [ "$bound" = "$drv" ] || [ "$bound" = "$(echo "$drv" | tr - _)" ]
 }
 
 arg_value() {
@@ -337,9 +370,10 @@ report_nics() {
         nics_json="$nics_json$js
 "
         emit "LABCTL-NIC $js"
-        set -- $(ethtool_pair -l Combined "$ifname")
-        if is_uint "$1"; then
-            if [ -z "$maxq" ] || [ "$1" -lt "$maxq" ]; then maxq=$1; fi
+        q=${js#*\"max_combined\": }
+        q=${q%%,*}  # the NIC's most queue pairs, read from its line (no second ethtool)
+        if is_uint "$q"; then
+            if [ -z "$maxq" ] || [ "$q" -lt "$maxq" ]; then maxq=$q; fi
         fi
         pcis="$pcis $(nic_pci "$ifname")"
     done
@@ -736,24 +770,36 @@ macs_present() {
 
 reprobe() {
     # REPROBE: the host detached the NICs and attached new ones (same MACs, new <driver> settings): wait for
-    # them (ACPI PCI hot-plug: the kernel's acpiphp probes the slot; a bus rescan after 5 s in case the
-    # notification was missed), then report, bind or bring them up as at boot, and answer as HELLO does
+    # them (ACPI PCI hot-plug: the kernel's acpiphp probes the slot; a bus rescan at once and again after
+    # 5 s), then report, bind or bring them up as at boot, and answer as HELLO does
     [ -n "$fwd_running" ] && fwd_end
+    mark_cs t_asked
     i=0
     while ! macs_present; do
         i=$((i + 1))
-        [ "$i" -eq 25 ] && echo 1 >/sys/bus/pci/rescan 2>/dev/null
-        if [ "$i" -ge 300 ]; then
+        # a rescan at once: the devices are in QEMU's slots already (attach returned), and the scan finds
+        # them sooner than the ACPI notification's handler does under TCG; again after 5 s in case
+        case "$i" in 1|50) echo 1 >/sys/bus/pci/rescan 2>/dev/null ;; esac
+        if [ "$i" -ge 600 ]; then
             error reprobe "the NICs $LABCTL_macs did not all come back within 60 s"
             return
         fi
-        sleep 0.2
+        sleep 0.1
     done
+    mark_cs t_found
+    nics_settled=1
     case "$stack" in
-        kernel) prepare_kernel || return ;;
-        *) { report_nics && bind_ports; } || return ;;
+        kernel) prepare_kernel; rc=$? ;;
+        *) report_nics && { mark_cs t_reported; bind_ports; }; rc=$? ;;
     esac
-    emit "LABCTL-READY {\"vcpus\": $(nproc), \"maxq\": $maxq, \"stack\": $(json_str "$stack"), \"reprobed\": true}"
+    nics_settled=
+    [ "$rc" -eq 0 ] || return
+    mark_cs t_ready
+    [ -n "$t_reported" ] || t_reported=$t_ready
+    # where the guest's time went, in hundredths of a second: the NICs found, read (LABCTL-NIC), bound or up
+    steps="{\"found\": $(( t_found - t_asked )), \"reported\": $(( t_reported - t_found )), \"bound\": $(( t_ready - t_reported ))}"
+    emit "LABCTL-READY {\"vcpus\": $(nproc), \"maxq\": $maxq, \"stack\": $(json_str "$stack"), \"reprobed\": true, \"reprobe_cs\": $steps}"
+    t_reported=
 }
 
 mode_serve() {
