@@ -32,7 +32,7 @@ docs: setup
 # there that measure busy spinners or a terminal's timing; tests/conftest.py)
 test: setup
 	$(PY) -m pytest -q -ra -n auto -m "not serial" tests
-	$(PY) -m pytest -q -ra --durations=25 -m serial tests
+	$(PY) -m pytest -q -ra --durations=40 -m serial tests
 
 test-unit: setup
 	$(PY) -m pytest -q -ra -n auto -m "not serial" tests/unit tests/tui
