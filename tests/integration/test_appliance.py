@@ -20,7 +20,7 @@ import pytest
 
 from labctl import platform
 from labctl.errors import ApplianceError
-from labctl.dpdk.testpmd import TestpmdOptions
+from labctl.dpdk import testpmd  # the module: a name starting "Test" imported here would be collected as a test class
 from labctl.lab.libvirt.appliance import cache as ap
 from labctl.lab.libvirt.appliance.console import kernel_cmdline, parse_console
 from labctl.lab.libvirt.appliance.image import KERNEL_NAME, init_sh_text
@@ -215,7 +215,7 @@ def test_verify_mode_reports_each_nic(appliance, mq_tap, tmp_path):
 @needs_qemu
 def test_workload_mode_runs_testpmd(appliance):
     # two NICs on one QEMU hub: what one port sends the other receives, so tx_first loops traffic
-    forwarder = TestpmdOptions(forward_mode="io", nb_cores=1, burst=32, rxd=512, txd=512, total_mbufs=16384)
+    forwarder = testpmd.TestpmdOptions(forward_mode="io", nb_cores=1, burst=32, rxd=512, txd=512, total_mbufs=16384)
     cmdline = appliance.cmdline("workload", testpmd=",".join(forwarder.argv()), duration=12, period=4, tx_first=1)
     args = _qemu_base(appliance, cmdline, memory_mb=1024) + [
         "-netdev", "hubport,id=h0,hubid=0", "-device", "virtio-net-pci,netdev=h0",
