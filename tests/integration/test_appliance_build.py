@@ -14,7 +14,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 from labctl.lab.libvirt.appliance import cache as ap

@@ -208,13 +208,13 @@ class GuestLab:
         host_side = self.generator is not None or self.vswitch is not None
         on_taps = host_side and not plan.vhostuser_nics  # af_packet ports: on the taps, which are new devices
         queues = (old.vswitch.queues, old.generator.queues) != (plan.vswitch.queues, plan.generator.queues)
-        between = None
-        if host_side and plan.vhostuser_nics and self.own_host_side and queues:
-            def between() -> None:  # the servers QEMU connects to, with the new queue count, before any attach
-                self.phase(f"restarting the host side's vhost-user servers with {plan.vswitch.queues} queue(s)")
-                self._stop_host_side()
-                self.plan = plan
-                self._start_host_side(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
+        def restart_servers() -> None:  # the servers QEMU connects to, with the new queue count, before any attach
+            self.phase(f"restarting the host side's vhost-user servers with {plan.vswitch.queues} queue(s)")
+            self._stop_host_side()
+            self.plan = plan
+            self._start_host_side(host_ports(plan, nics=list(plan.nics)), [n.socket for n in plan.nics])
+
+        between = restart_servers if host_side and plan.vhostuser_nics and self.own_host_side and queues else None
         if on_taps:
             self._stop_host_side()
         steps = self.domain.swap_nics(plan, between)

@@ -4,7 +4,6 @@ threads on "started" and does nothing else."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
