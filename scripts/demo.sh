@@ -14,7 +14,7 @@ rm -f "$DB" "$DB-wal" "$DB-shm"
 # 0.2 and 0.4 Mpps), below the forwarder's saturation (about 1.7 Mpps): 256 drops at every pause of the guest's
 # vCPU and 1024 rides most of them out (probed here at 0.5 Mpps: 256 lost 0.54% and 0.71%, 1024 0.19% and 0.01%;
 # at 0.6 Mpps the rings decided in 2 of 3 demos, at 0.7 the 1024 rings lost as much as 256: the forwarder's limit).
-# Not yet a load for every host: on the same VM when its probe read 6-8% spread (nothing else running), 0.5 Mpps
+# Not yet a load for every host: on a quieter day 2 of 3 demos decided; when the probe read 6-8% spread, 0.5 Mpps
 # left the rings open (256 lost 0.12%), 0.7 decided at the first look (256 0.34%, 1024 0.06%), and 0.76 and 0.94
 # left them open again (1024 lost 0.2-0.3% too); a load of three quarters of the 256 rings' PDR (0.94 and
 # 1.015 Mpps in two searches of 48-117 s) landed at 0.76. One run each: a load that follows the host is open work.
