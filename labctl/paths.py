@@ -26,6 +26,11 @@ def domain_originals_dir() -> Path:
     return state_dir() / "domain-originals"
 
 
+def domain_original(domain_uuid: str) -> Path:
+    """The file of one domain's kept XML, by its UUID in libvirt's canonical form (lower case, dashed)."""
+    return domain_originals_dir() / f"{domain_uuid}.json"
+
+
 def run_dir() -> Path:
     return _dir("LABCTL_RUN_DIR")
 

@@ -37,7 +37,7 @@ def _path(domain_uuid: str) -> Path:
     text = str(uuidlib.UUID(str(domain_uuid)))  # canonical form; a bad UUID raises ValueError
     if not _UUID.match(text):  # pragma: no cover - uuid.UUID always formats this way
         raise ValueError(domain_uuid)
-    return directory() / f"{text}.json"
+    return paths.domain_original(text)
 
 
 def save(domain_uuid: str, name: str, xml: str) -> bool:

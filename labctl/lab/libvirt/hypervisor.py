@@ -165,7 +165,7 @@ def remove_domain(uri: str, name: str) -> bool:
     except libvirt.libvirtError as exc:
         if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
             raise HypervisorError(f"{name}: undefine failed: {_message(exc)}") from None
-    (paths.domain_originals_dir() / f"{uuid}.json").unlink(missing_ok=True)
+    paths.domain_original(uuid).unlink(missing_ok=True)
     return True
 
 

@@ -115,13 +115,6 @@ json_str() {
     esac
 }
 
-json_num() {
-    case "$1" in
-        ''|*[!0-9]*) printf 'null' ;;
-        *) printf '%s' "$1" ;;
-    esac
-}
-
 json_text() {
     # a file's text as one JSON string literal: newlines as \n, tabs as spaces, other control characters
     # (terminal colour escapes, carriage returns) dropped
