@@ -619,8 +619,10 @@ fwd_start() {
     i=0
     ready_timeout=${LABCTL_ready_timeout:-300}
     is_uint "$ready_timeout" || ready_timeout=300
-    while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt $((ready_timeout * 5)) ]; do
-        sleep 0.2
+    # looked at every 50 ms: testpmd is at its prompt about a second after its start under TCG, and each
+    # tenth of a second waited here is a tenth of every trial's set-up
+    while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt $((ready_timeout * 20)) ]; do
+        sleep 0.05
         i=$((i + 1))
     done
     if [ ! -e "$ready" ]; then
@@ -636,8 +638,8 @@ fwd_end() {
     echo "quit" >&3 2>/dev/null
     exec 3>&-
     i=0
-    while [ ! -e "$ended" ] && [ $i -lt 150 ]; do
-        sleep 0.2
+    while [ ! -e "$ended" ] && [ $i -lt 600 ]; do  # 30 s, looked at every 50 ms (testpmd quits in about 0.2 s)
+        sleep 0.05
         i=$((i + 1))
     done
     [ -e "$ended" ] || kill "$fwd_pid" 2>/dev/null
