@@ -128,6 +128,21 @@ mark_cs() {
     eval "$1=\$(( ${up%.*} * 100 + 1${up#*.} - 100 ))"
 }
 
+wait_file() {
+    # wait_file SECONDS FILE...: until one of the FILEs exists (0) or SECONDS of the guest's uptime have passed
+    # (1). Looked at every 50 ms: testpmd is at its prompt about a second after its start under TCG and quits
+    # in about 0.2 s, and each tenth of a second waited here is a tenth of every trial's set-up or stop
+    mark_cs w_now
+    w_end=$(( w_now + $1 * 100 ))
+    shift
+    while :; do
+        for w_f in "$@"; do [ -e "$w_f" ] && return 0; done
+        mark_cs w_now
+        [ "$w_now" -ge "$w_end" ] && return 1
+        sleep 0.05
+    done
+}
+
 is_uint() {
     case "$1" in ''|*[!0-9]*) return 1 ;; *) return 0 ;; esac
 }
@@ -616,15 +631,9 @@ fwd_start() {
     exec 3>"$fifo"
     fwd_running=1
     echo "show port summary all" >&3
-    i=0
     ready_timeout=${LABCTL_ready_timeout:-300}
     is_uint "$ready_timeout" || ready_timeout=300
-    # looked at every 50 ms: testpmd is at its prompt about a second after its start under TCG, and each
-    # tenth of a second waited here is a tenth of every trial's set-up
-    while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt $((ready_timeout * 20)) ]; do
-        sleep 0.05
-        i=$((i + 1))
-    done
+    wait_file "$ready_timeout" "$ready" "$ended"
     if [ ! -e "$ready" ]; then
         error testpmd "dpdk-testpmd did not bring its ports up: $(tail -n 3 "$log" | tr '\n"\\' '   ')"
         fwd_end
@@ -637,11 +646,7 @@ fwd_end() {
     echo "stop" >&3 2>/dev/null
     echo "quit" >&3 2>/dev/null
     exec 3>&-
-    i=0
-    while [ ! -e "$ended" ] && [ $i -lt 600 ]; do  # 30 s, looked at every 50 ms (testpmd quits in about 0.2 s)
-        sleep 0.05
-        i=$((i + 1))
-    done
+    wait_file 30 "$ended"
     [ -e "$ended" ] || kill "$fwd_pid" 2>/dev/null
     wait "$fwd_pid" 2>/dev/null
     fwd_running=
