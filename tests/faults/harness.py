@@ -226,6 +226,7 @@ class Lab:
         self.work = work / self.name
         self.work.mkdir(parents=True, exist_ok=True)
         self.db = self.work / "store.db"
+        self.stdout = ""  # the last command's standard output (call)
         # run and log dirs under a short path: unix socket paths have 107 bytes (a pytest tmp dir is
         # longer than that allows), and QEMU (libvirt-qemu) must reach them: not under a 0700 tmp dir
         self.shared = QEMU_REACHABLE / self.name
@@ -292,8 +293,9 @@ class Lab:
         env = dict(self.env)
         if fault:
             env["LABCTL_FAULT"] = fault
-        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, timeout=timeout_s, preexec_fn=default_sigint)
+        self.stdout = done.stdout  # the last command's, for an outcome's detail when it ended otherwise than asked
         return done.returncode, done.stderr
 
 
@@ -439,6 +441,8 @@ def run_case(case: Case, work: Path, index: int) -> Outcome:
         tail = [line for line in err.strip().splitlines() if not line.startswith(("labctl-fault:", "["))]
         clean_exit = code == EXIT[case.signal] and "Traceback" not in err and "internal error" not in err
         outcome.detail = f"exit {code}" + (f": {tail[-1][:160]}" if tail else "")
+        if not clean_exit and lab.stdout.strip():
+            outcome.detail += f"; its output ends: {' '.join(lab.stdout.split())[-400:]}"
         before = store_state(lab.db)
         if case.command in SWEEPS:
             code2, err2 = lab.call(lab.argv("resume"))
