@@ -579,11 +579,7 @@ mode_workload() {
         }
         # answered only once testpmd has set its ports up and reads its prompt
         echo "show port summary all"
-        i=0
-        while [ ! -e "$ready" ] && [ ! -e "$ended" ] && [ $i -lt "$ready_timeout" ]; do
-            sleep 1
-            i=$((i + 1))
-        done
+        wait_file "$ready_timeout" "$ready" "$ended"
         if [ -e "$ready" ] && nap 1; then
             echo "$start"
             t=0
